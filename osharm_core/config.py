@@ -1,0 +1,92 @@
+"""Agent configuration: the reference PromptAgent's knobs as one frozen value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+import attrs
+
+from osharm_core.errors import ConfigError
+
+ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
+ActionSpace = Literal["computer_13", "pyautogui"]
+Platform = Literal["ubuntu", "windows"]
+
+OBSERVATION_TYPES: Final = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
+ACTION_SPACES: Final = ("computer_13", "pyautogui")
+PLATFORMS: Final = ("ubuntu", "windows")
+
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _one_of(allowed: tuple[str, ...]) -> Validator:
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in allowed:
+            raise ConfigError(
+                f"AgentConfig.{attribute.name} must be one of {', '.join(allowed)}; got {value!r}"
+            )
+
+    return check
+
+
+def _number(low: float | None = None, high: float | None = None, *, integer: bool = False) -> Validator:
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        kinds: tuple[type, ...] = (int,) if integer else (int, float)
+        what = "an integer" if integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise ConfigError(f"AgentConfig.{attribute.name} must be {what}; got {value!r}")
+        assert isinstance(value, int | float)
+        if value != value or (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ConfigError(f"AgentConfig.{attribute.name} must be {bounds}; got {value!r}")
+
+    return check
+
+
+def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"AgentConfig.{attribute.name} must be a non-empty string; got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class AgentConfig:
+    """Everything that shapes one agent's prompts, parsing and sampling.
+
+    The fields and defaults are the reference PromptAgent's; the last three
+    select documented improvements over it and default to its behaviour.
+
+    >>> AgentConfig().observation_type
+    'screenshot_a11y_tree'
+    >>> AgentConfig(observation_type="som", action_space="computer_13")
+    Traceback (most recent call last):
+    ...
+    osharm_core.errors.ConfigError: AgentConfig: observation_type 'som' needs action_space 'pyautogui' (the tagged screenshot is only explained to code-writing agents); got 'computer_13'
+    """
+
+    model: str = attrs.field(default="gpt-4-vision-preview", validator=_model_name)
+    max_tokens: int = attrs.field(default=1500, validator=_number(1, integer=True))
+    top_p: float = attrs.field(default=0.9, validator=_number(0.0, 1.0))
+    temperature: float = attrs.field(default=0.5, validator=_number(0.0, 2.0))
+    action_space: ActionSpace = attrs.field(default="computer_13", validator=_one_of(ACTION_SPACES))
+    observation_type: ObservationType = attrs.field(
+        default="screenshot_a11y_tree", validator=_one_of(OBSERVATION_TYPES)
+    )
+    max_trajectory_length: int = attrs.field(default=3, validator=_number(0, integer=True))
+    a11y_tree_max_tokens: int = attrs.field(default=10000, validator=_number(1, integer=True))
+    platform: Platform = attrs.field(default="ubuntu", validator=_one_of(PLATFORMS))
+    #: Read the ubuntu class/description columns from the real ubuntu attributes
+    #: namespace (the reference reads the windows one and leaves them empty).
+    ubuntu_attributes: bool = False
+    #: Set-of-marks: test for single-colour boxes on the untouched screenshot
+    #: (the reference tests the image while it is being drawn on).
+    som_test_original: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.observation_type == "som" and self.action_space != "pyautogui":
+            raise ConfigError(
+                "AgentConfig: observation_type 'som' needs action_space 'pyautogui' "
+                "(the tagged screenshot is only explained to code-writing agents); "
+                f"got {self.action_space!r}"
+            )
