@@ -8,12 +8,16 @@ once for both the sync and the async path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from osharm_core import AgentConfig, Continuation, Message, OsharmError
+
+
+def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -27,7 +31,7 @@ class ModelRequest:
     """
 
     model: str
-    messages: tuple[Message, ...] = attrs.field(converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(converter=_messages)
     max_tokens: int = 1500
     top_p: float = 0.9
     temperature: float = 0.5

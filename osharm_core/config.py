@@ -31,14 +31,20 @@ def _one_of(allowed: tuple[str, ...]) -> Validator:
     return check
 
 
-def _number(low: float | None = None, high: float | None = None, *, integer: bool = False) -> Validator:
+def _number(
+    low: float | None = None, high: float | None = None, *, integer: bool = False
+) -> Validator:
     def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         kinds: tuple[type, ...] = (int,) if integer else (int, float)
         what = "an integer" if integer else "a number"
         if isinstance(value, bool) or not isinstance(value, kinds):
             raise ConfigError(f"AgentConfig.{attribute.name} must be {what}; got {value!r}")
         assert isinstance(value, int | float)
-        if value != value or (low is not None and value < low) or (high is not None and value > high):
+        if (
+            value != value
+            or (low is not None and value < low)
+            or (high is not None and value > high)
+        ):
             bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
             raise ConfigError(f"AgentConfig.{attribute.name} must be {bounds}; got {value!r}")
 

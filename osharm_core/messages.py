@@ -86,6 +86,5 @@ def render_openai_chat(messages: Iterable[Message], model: str) -> list[dict[str
     """
     responses = uses_responses_parts(model)
     return [
-        {"role": m.role, "content": [_render_part(p, responses) for p in m.parts]}
-        for m in messages
+        {"role": m.role, "content": [_render_part(p, responses) for p in m.parts]} for m in messages
     ]

@@ -11,6 +11,6 @@ from hypothesis import strategies as st
 # --- text -----------------------------------------------------------------
 
 #: Any text, including control characters, surrogate-free odd Unicode and fences.
-any_text = st.text(
-    alphabet=st.characters(codec="utf-8"), max_size=400
-) | st.text(alphabet="`'\";\n\t #\\abcDONEWAITFAILpyautogui().,=", max_size=200)
+any_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.text(
+    alphabet="`'\";\n\t #\\abcDONEWAITFAILpyautogui().,=", max_size=200
+)
