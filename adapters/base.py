@@ -9,7 +9,7 @@ once for both the sync and the async path.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -119,10 +119,21 @@ class ProviderReply:
     continuation: Continuation | None = None
 
 
+def _rebuild_error(
+    cls: type[ModelCallError], message: str, state: dict[str, Any]
+) -> ModelCallError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
 class ModelCallError(OsharmError):
     """A model call failed. Carries the provider, HTTP status, provider message and request id.
 
-    Never holds an API key: messages are built from the provider's error body only.
+    Never holds an API key: messages are built from the provider's error body
+    only, and the client redacts any secret the server echoes back. Errors
+    pickle, so they cross process boundaries (multiprocessing runners).
     """
 
     retryable: bool = False
@@ -150,6 +161,9 @@ class ModelCallError(OsharmError):
         rid = f" (request id {self.request_id})" if self.request_id else ""
         return f"{where}: {self.message}{rid}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_error, (type(self), self.message, dict(self.__dict__)))
+
 
 class RetryableError(ModelCallError):
     """Rate limit, server error, overload, timeout, connection or TLS failure: worth another try."""
@@ -171,6 +185,10 @@ class ContextLengthError(ModelCallError):
 
 class AuthenticationError(ModelCallError):
     """The key is missing, wrong, or lacks permission (401 / 403)."""
+
+
+class QuotaExceededError(ModelCallError):
+    """The account's quota or budget is used up (e.g. OpenAI `insufficient_quota`): waiting will not help."""
 
 
 class ResponseDecodeError(ModelCallError):
@@ -199,3 +217,100 @@ class Provider(Protocol):
     ) -> ModelCallError:
         """The typed error for a non-2xx reply (`body` is the decoded JSON or None, `text` the raw text)."""
         ...
+
+
+# --- helpers shared by providers -------------------------------------------
+
+#: Headers that carry a request id, in the order they are looked up.
+REQUEST_ID_HEADERS: Final = (
+    "x-request-id",
+    "request-id",
+    "x-goog-request-id",
+    "apim-request-id",
+    "x-ms-request-id",
+)
+
+#: Headers whose values are credentials; never logged, redacted from error text.
+SECRET_HEADERS: Final = frozenset(
+    {"authorization", "api-key", "x-api-key", "x-goog-api-key", "proxy-authorization"}
+)
+
+
+def request_id_from(headers: Mapping[str, str]) -> str | None:
+    """The provider's request id from reply `headers`, whatever header name it uses.
+
+    >>> request_id_from({"request-id": "req_1"}), request_id_from({})
+    ('req_1', None)
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for name in REQUEST_ID_HEADERS:
+        value = lowered.get(name)
+        if value:
+            return value
+    return None
+
+
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth another try: 408, 429, 5xx (not 501/505), Anthropic's 529.
+
+    >>> [is_retryable_status(s) for s in (400, 429, 500, 501, 503, 529)]
+    [False, True, True, False, True, True]
+    """
+    return status in (408, 429) or (status >= 500 and status not in (501, 505))
+
+
+def error_for_status(
+    status: int,
+    message: str,
+    *,
+    provider: str,
+    request_id: str | None = None,
+    model: str | None = None,
+) -> ModelCallError:
+    """The typed error a plain HTTP status implies, for providers with nothing more specific.
+
+    400 is a `BadRequestError`, 401/403 an `AuthenticationError`, retryable
+    statuses (see `is_retryable_status`) a `RetryableError`, anything else a
+    plain `ModelCallError`.
+
+    >>> type(error_for_status(503, "busy", provider="p")).__name__
+    'RetryableError'
+    """
+    cls: type[ModelCallError]
+    if status == 400:
+        cls = BadRequestError
+    elif status in (401, 403):
+        cls = AuthenticationError
+    elif is_retryable_status(status):
+        cls = RetryableError
+    else:
+        cls = ModelCallError
+    return cls(message, provider=provider, status=status, request_id=request_id, model=model)
+
+
+def secret_values(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The credential values in request `headers` (a bearer token without its scheme word).
+
+    >>> secret_values({"Authorization": "Bearer sk-1", "content-type": "application/json"})
+    ('Bearer sk-1', 'sk-1')
+    """
+    found: list[str] = []
+    for name, value in headers.items():
+        if name.lower() in SECRET_HEADERS and value:
+            found.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() in ("bearer", "basic", "token"):
+                found.append(token)
+    return tuple(found)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every occurrence of each secret (4+ characters) replaced by `[redacted]`.
+
+    >>> redact("bad key sk-12345", ["sk-12345"])
+    'bad key [redacted]'
+    """
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
