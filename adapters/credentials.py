@@ -1,0 +1,83 @@
+"""Where keys and endpoints come from: explicit arguments first, then environment variables.
+
+Only the registry calls these; providers never read the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from adapters.base import ConfigurationError
+
+
+def from_env(names: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
+    """The first non-blank value among the variables `names` (in order), else `None`.
+
+    >>> from_env(["A", "B"], {"A": " ", "B": "b"})
+    'b'
+    """
+    env = os.environ if environ is None else environ
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def pick(
+    explicit: str | None, names: Sequence[str], environ: Mapping[str, str] | None = None
+) -> str | None:
+    """`explicit` when given (non-blank), else the first set variable of `names`.
+
+    >>> pick(None, ["X"], {"X": "from-env"}), pick("arg", ["X"], {"X": "from-env"})
+    ('from-env', 'arg')
+    """
+    if explicit is not None and explicit.strip():
+        return explicit.strip()
+    return from_env(names, environ)
+
+
+def require_key(
+    explicit: str | None,
+    names: Sequence[str],
+    *,
+    provider: str,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The API key for `provider`, or a `ConfigurationError` naming the variable(s) to set.
+
+    >>> require_key(None, ["ACME_API_KEY"], provider="acme", environ={})
+    Traceback (most recent call last):
+    ...
+    adapters.base.ConfigurationError: acme needs an API key: set ACME_API_KEY or pass api_key=...
+    """
+    key = pick(explicit, names, environ)
+    if key is None:
+        wanted = " or ".join(names)
+        raise ConfigurationError(f"{provider} needs an API key: set {wanted} or pass api_key=...")
+    return key
+
+
+def require_url(
+    explicit: str | None,
+    names: Sequence[str],
+    *,
+    what: str,
+    default: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """A base URL: the argument, else the variables, else `default`; it must be http(s).
+
+    >>> require_url(None, ["ACME_BASE_URL"], what="acme", default="https://acme.test/v1/", environ={})
+    'https://acme.test/v1'
+    """
+    url = pick(explicit, names, environ) or default
+    if url is None:
+        hint = " or set " + " or ".join(names) if names else ""
+        raise ConfigurationError(f"{what} needs a base URL: pass base_url=...{hint}")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"{what}: base URL must start with http:// or https://; got {url!r}"
+        )
+    return url.rstrip("/")

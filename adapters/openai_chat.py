@@ -1,0 +1,200 @@
+"""OpenAI Chat Completions, and every server that speaks it (vLLM, Ollama, Together, Groq, ...).
+
+Pure: `encode` builds the `POST {base_url}/chat/completions` call, `decode`
+reads `choices[0].message.content` and the token usage, `error` turns an
+error reply into a typed error. The body and reply helpers are shared with
+the Azure provider, which speaks the same format on a different path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from adapters.base import (
+    ContextLengthError,
+    HttpCall,
+    ModelCallError,
+    ModelRequest,
+    ProviderReply,
+    QuotaExceededError,
+    ResponseDecodeError,
+    Usage,
+    error_for_status,
+    request_id_from,
+)
+from osharm_core import render_openai_chat
+
+DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
+
+_O_SERIES = re.compile(r"o\d")
+_CONTEXT_WORDS = ("maximum context length", "context length", "context window", "too many tokens")
+
+
+def is_o_series(model: str) -> bool:
+    """Whether `model` is an OpenAI reasoning model (`o1`, `o3-mini`, `o4-mini`, ...).
+
+    These reject `max_tokens`, `top_p` and `temperature`, so they are left out.
+
+    >>> [is_o_series(m) for m in ("o1", "o3-mini", "o4-mini-2025-04-16", "gpt-4o", "omni")]
+    [True, True, True, False, False]
+    """
+    return _O_SERIES.match(model.rsplit("/", 1)[-1]) is not None
+
+
+def chat_body(request: ModelRequest, *, include_model: bool = True) -> dict[str, Any]:
+    """The Chat Completions JSON body for `request` (the reference's message shape)."""
+    body: dict[str, Any] = {}
+    if include_model:
+        body["model"] = request.model
+    body["messages"] = render_openai_chat(request.messages, request.model)
+    if not is_o_series(request.model):
+        body["max_tokens"] = request.max_tokens
+        body["top_p"] = request.top_p
+        body["temperature"] = request.temperature
+    return body
+
+
+def _content_text(content: object) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            part["text"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") in ("text", "output_text")
+            and isinstance(part.get("text"), str)
+        ]
+        return "".join(texts) if texts else None
+    return None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def chat_usage(body: Mapping[str, Any]) -> Usage:
+    """Token counts from a Chat Completions reply's `usage` (missing ones are `None`)."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return Usage()
+    return Usage(
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        total_tokens=_count(usage.get("total_tokens")),
+    )
+
+
+def decode_chat(provider: str, request: ModelRequest, body: Any) -> ProviderReply:
+    """The reply text, usage and model of a Chat Completions reply.
+
+    The text is `choices[0].message.content` (a string, or a list of text
+    parts joined). A refusal (`message.refusal`) with no content is returned
+    as the text, so a safety benchmark sees it. No choices, or a choice with
+    no text, is a `ResponseDecodeError` (not retried).
+    """
+
+    def fail(why: str) -> ResponseDecodeError:
+        return ResponseDecodeError(why, provider=provider, status=200, model=request.model)
+
+    if not isinstance(body, dict):
+        raise fail("reply is not a JSON object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise fail("reply has no choices")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise fail("first choice has no message")
+    text = _content_text(message.get("content"))
+    if not text:
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            text = refusal
+    if not text:
+        reason = choice.get("finish_reason")
+        raise fail(f"reply has no text (finish_reason {reason!r})")
+    model = body.get("model")
+    return ProviderReply(
+        text=text,
+        usage=chat_usage(body),
+        model=model if isinstance(model, str) and model else request.model,
+        raw=body,
+    )
+
+
+def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
+    """`(message, type, code)` of an OpenAI-style `{"error": {...}}` body (or a bare string error)."""
+    if not isinstance(body, dict):
+        return None, None, None
+    error = body.get("error")
+    if isinstance(error, str):
+        return error, None, None
+    if not isinstance(error, dict):
+        message = body.get("message")
+        return (message if isinstance(message, str) else None), None, None
+
+    def text(key: str) -> str | None:
+        value = error.get(key)
+        return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+    return text("message"), text("type"), text("code")
+
+
+def chat_error(
+    provider: str, status: int, headers: Mapping[str, str], body: Any, text: str
+) -> ModelCallError:
+    """The typed error for an OpenAI-style error reply.
+
+    `context_length_exceeded` (or a message about the maximum context length,
+    as vLLM and others word it) is a `ContextLengthError`;
+    `insufficient_quota` a `QuotaExceededError`; otherwise the status decides.
+    """
+    message, kind, code = error_fields(body)
+    if message is None:
+        message = text.strip()[:500] or f"HTTP {status} with an empty body"
+    rid = request_id_from(headers)
+    if code == "context_length_exceeded" or any(w in message.lower() for w in _CONTEXT_WORDS):
+        return ContextLengthError(message, provider=provider, status=status, request_id=rid)
+    if code == "insufficient_quota" or kind == "insufficient_quota":
+        return QuotaExceededError(message, provider=provider, status=status, request_id=rid)
+    return error_for_status(status, message, provider=provider, request_id=rid)
+
+
+@attrs.frozen(kw_only=True)
+class OpenAIChatProvider:
+    """OpenAI Chat Completions (`base_url` includes `/v1`); also any OpenAI-compatible server.
+
+    `api_key` may be `None` for local servers that take none (no
+    `Authorization` header is sent then). `name` labels errors and logs.
+    """
+
+    base_url: str = DEFAULT_OPENAI_BASE_URL
+    api_key: str | None = attrs.field(default=None, repr=False)
+    name: str = "openai"
+
+    def encode(self, request: ModelRequest) -> HttpCall:
+        """`POST {base_url}/chat/completions` with a bearer key and the chat body."""
+        headers = {"content-type": "application/json"}
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return HttpCall(
+            method="POST",
+            url=f"{self.base_url.rstrip('/')}/chat/completions",
+            headers=headers,
+            json=chat_body(request),
+        )
+
+    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
+        """The text of `choices[0]`, the usage and the answering model."""
+        return decode_chat(self.name, request, body)
+
+    def error(
+        self, status: int, headers: Mapping[str, str], body: Any, text: str
+    ) -> ModelCallError:
+        """The typed error for an error reply (see `chat_error`)."""
+        return chat_error(self.name, status, headers, body, text)

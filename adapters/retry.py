@@ -1,0 +1,180 @@
+"""Retry policy: which failed model calls are tried again, and after how long.
+
+The defaults are the reference agent's: a constant 30 s between tries, at most
+10 tries, bad requests (HTTP 400) retried too. On top of that a `Retry-After`
+the server sends is honoured when it asks for a longer wait (capped by
+`max_retry_after`). The decision is a pure function, `next_wait`; the client
+hands it to stamina as a backoff hook, per client, with no global state.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import math
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from adapters.base import BadRequestError, ModelCallError
+
+
+def _positive_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"RetryPolicy.{attribute.name} must be an integer >= 1; got {value!r}")
+
+
+def _seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None and attribute.name == "timeout":
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
+        raise ValueError(
+            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0; got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How a client retries: the reference's constant 30 s wait and 10 tries by default.
+
+    `attempts` counts every HTTP try of one request (the first included);
+    `retry_bad_request` retries HTTP 400 as the reference does;
+    `honour_retry_after` waits as long as the server's `Retry-After` asks when
+    that is longer than `wait`, but never more than `max_retry_after`;
+    `timeout` bounds the total time spent retrying one request (`None`: only
+    `attempts` bounds it).
+
+    >>> RetryPolicy()
+    RetryPolicy(attempts=10, wait=30.0, retry_bad_request=True, honour_retry_after=True, max_retry_after=120.0, timeout=None)
+    """
+
+    attempts: int = attrs.field(default=10, validator=_positive_int)
+    wait: float = attrs.field(default=30.0, validator=_seconds)
+    retry_bad_request: bool = True
+    honour_retry_after: bool = True
+    max_retry_after: float = attrs.field(default=120.0, validator=_seconds)
+    timeout: float | None = attrs.field(default=None, validator=_seconds)
+
+
+#: One try only: every error propagates at once.
+NO_RETRIES = RetryPolicy(attempts=1)
+
+
+def is_retried(policy: RetryPolicy, error: BaseException) -> bool:
+    """Whether `policy` tries again after `error`.
+
+    >>> is_retried(RetryPolicy(retry_bad_request=False), BadRequestError("x", provider="p"))
+    False
+    """
+    if isinstance(error, BadRequestError):
+        return policy.retry_bad_request
+    return isinstance(error, ModelCallError) and error.retryable
+
+
+def next_wait(policy: RetryPolicy, error: BaseException) -> float | None:
+    """Seconds to wait before the next try after `error`, or `None` when it is not retried.
+
+    >>> from adapters.base import RetryableError
+    >>> next_wait(RetryPolicy(), RetryableError("busy", provider="p", retry_after=45.0))
+    45.0
+    >>> next_wait(RetryPolicy(), RetryableError("busy", provider="p", retry_after=5.0))
+    30.0
+    """
+    if not is_retried(policy, error):
+        return None
+    wait = float(policy.wait)
+    asked = getattr(error, "retry_after", None)
+    if policy.honour_retry_after and asked is not None and asked > wait:
+        wait = max(wait, min(float(asked), float(policy.max_retry_after)))
+    return wait
+
+
+def _backoff_hook(policy: RetryPolicy, error: Exception) -> bool | float:
+    wait = next_wait(policy, error)
+    return False if wait is None else wait
+
+
+def stamina_arguments(policy: RetryPolicy) -> dict[str, Any]:
+    """The keyword arguments for `stamina.retry_context` that apply `policy`.
+
+    The `on` hook returns the wait as a float, which stamina uses instead of
+    its exponential backoff (and turns into 0 in its testing mode).
+
+    >>> from adapters.base import RetryableError
+    >>> args = stamina_arguments(RetryPolicy())
+    >>> args["attempts"], args["timeout"], args["on"](RetryableError("x", provider="p"))
+    (10, None, 30.0)
+    """
+    hook: Callable[[Exception], bool | float] = functools.partial(_backoff_hook, policy)
+    return {"on": hook, "attempts": policy.attempts, "timeout": policy.timeout}
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds a `Retry-After` header value asks for (delta seconds or an HTTP date), else `None`.
+
+    A date in the past gives 0; anything unreadable gives `None`.
+
+    >>> parse_retry_after("7", datetime(2025, 1, 1, tzinfo=UTC))
+    7.0
+    >>> parse_retry_after("Wed, 01 Jan 2025 00:01:00 GMT", datetime(2025, 1, 1, tzinfo=UTC))
+    60.0
+    >>> parse_retry_after("soon", datetime(2025, 1, 1, tzinfo=UTC)) is None
+    True
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float | None:
+    """The wait a reply's headers ask for: `retry-after-ms`, else `Retry-After`.
+
+    An HTTP date is measured against the reply's own `Date` header when it has
+    one (so a skewed local clock does not matter), else against `now`.
+
+    >>> retry_after_from_headers({"retry-after-ms": "250"}, datetime(2025, 1, 1, tzinfo=UTC))
+    0.25
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = parse_retry_after(lowered.get("retry-after-ms"), now)
+    if millis is not None:
+        return millis / 1000.0
+    reference = now
+    server_date = lowered.get("date")
+    if server_date:
+        try:
+            parsed = email.utils.parsedate_to_datetime(server_date)
+        except (TypeError, ValueError, IndexError):
+            parsed = None
+        if parsed is not None:
+            reference = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parse_retry_after(lowered.get("retry-after"), reference)
+
+
+__all__ = [
+    "NO_RETRIES",
+    "RetryPolicy",
+    "is_retried",
+    "next_wait",
+    "parse_retry_after",
+    "retry_after_from_headers",
+    "stamina_arguments",
+]
