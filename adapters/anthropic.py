@@ -1,0 +1,276 @@
+"""Anthropic Messages API (`POST /v1/messages`): pure request encoding and reply decoding.
+
+Wire rules this module applies:
+
+- the system text goes in the top-level `system` field; the other messages
+  alternate `user` / `assistant`, starting with `user` (consecutive messages of
+  one role are merged; whitespace-only text blocks, which the API rejects, are
+  dropped);
+- images are base64 `image` blocks whose `media_type` is read from the image
+  bytes themselves (PNG, JPEG, GIF, WebP), falling back to the declared one;
+- `max_tokens` is always sent; `temperature` / `top_p` only as far as the model
+  family accepts them (`sampling_for`).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal
+
+import attrs
+
+from adapters.base import (
+    AuthenticationError,
+    BadRequestError,
+    ContextLengthError,
+    HttpCall,
+    ModelCallError,
+    ModelRequest,
+    ProviderReply,
+    ResponseDecodeError,
+    RetryableError,
+    Usage,
+)
+from osharm_core import ImagePart, Message, TextPart
+
+DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
+API_VERSION: Final = "2023-06-01"
+#: The environment variable `client_for` reads the key from.
+API_KEY_ENV: Final = "ANTHROPIC_API_KEY"
+
+#: Which sampling parameters a model accepts: both, only temperature, or neither.
+Sampling = Literal["both", "temperature", "none"]
+
+_RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504, 529})
+_MAGIC: Final = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def _version(model: str) -> tuple[int, int] | None:
+    """(major, minor) of a Claude model name, ignoring 8-digit date suffixes.
+
+    >>> _version("claude-3-5-sonnet-20241022"), _version("claude-opus-4-20250514")
+    ((3, 5), (4, 0))
+    >>> _version("claude-sonnet-4-5"), _version("claude-2.1"), _version("gpt-4o")
+    ((4, 5), (2, 1), None)
+    """
+    name = model.rsplit("/", 1)[-1].lower()
+    if not name.startswith("claude"):
+        return None
+    numbers = [t for t in re.split(r"[-.@:_]", name) if t.isdigit() and len(t) <= 2]
+    if not numbers:
+        return None
+    return int(numbers[0]), int(numbers[1]) if len(numbers) > 1 else 0
+
+
+def sampling_for(model: str) -> Sampling:
+    """Which of `temperature` / `top_p` the Claude family of `model` accepts.
+
+    Up to Claude 4.0 (claude-3*, claude-3-5*, claude-3-7*, claude-opus-4,
+    claude-sonnet-4) both; from 4.1 (claude-opus-4-1, claude-sonnet-4-5,
+    claude-haiku-4-5, the 4.6 models) one of the two, so only temperature is
+    sent; from 4.7 (claude-opus-4-7 and newer) the sampling parameters are
+    gone and sending any of them is a 400. Unrecognised names get neither,
+    the one choice no model rejects.
+
+    >>> sampling_for("claude-3-7-sonnet-latest"), sampling_for("claude-haiku-4-5")
+    ('both', 'temperature')
+    >>> sampling_for("claude-opus-4-7"), sampling_for("claude-opus-5")
+    ('none', 'none')
+    """
+    version = _version(model)
+    if version is None:
+        return "none"
+    if version < (4, 1):
+        return "both"
+    if version < (4, 7):
+        return "temperature"
+    return "none"
+
+
+def media_type(image: ImagePart) -> str:
+    """The image's real media type, read from its first bytes; the declared one when unknown.
+
+    >>> media_type(ImagePart("/9j/4AAQSkZJRg==", media_type="image/png"))
+    'image/jpeg'
+    """
+    head = base64.b64decode(image.data[:24] + "=" * (-len(image.data[:24]) % 4), validate=False)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return image.media_type
+
+
+def _block(part: TextPart | ImagePart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text} if part.text.strip() else None
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media_type(part), "data": part.data},
+    }
+
+
+def render_messages(messages: Iterable[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The `system` text and the alternating `messages` list for `messages`.
+
+    >>> from osharm_core import Message, TextPart
+    >>> render_messages([Message("system", (TextPart("s"),)), Message("user", (TextPart("a"),)),
+    ...                  Message("user", (TextPart(" "), TextPart("b")))])
+    ('s', [{'role': 'user', 'content': [{'type': 'text', 'text': 'a'}, {'type': 'text', 'text': 'b'}]}])
+    """
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            system.append(message.text)
+            continue
+        blocks = [b for b in map(_block, message.parts) if b is not None]
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == message.role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": message.role, "content": blocks})
+    if turns and turns[0]["role"] != "user":
+        # The API wants the first turn from the user; say so rather than drop the history.
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+    return "\n".join(system), turns
+
+
+def _count(usage: object, field: str) -> int | None:
+    value = usage.get(field) if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class AnthropicProvider:
+    """Claude over the Messages API. Pure: the engine in `adapters.client` does the I/O.
+
+    `base_url` is the host root (default `https://api.anthropic.com`);
+    `sampling` overrides the per-family table of `sampling_for`.
+    """
+
+    api_key: str = attrs.field(repr=False)
+    base_url: str | None = None
+    sampling: Sampling | None = None
+    name = "anthropic"
+
+    @property
+    def url(self) -> str:
+        """The Messages endpoint."""
+        return (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages"
+
+    def encode(self, request: ModelRequest) -> HttpCall:
+        """The Messages API call for `request`."""
+        system, turns = render_messages(request.messages)
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "messages": turns,
+        }
+        if system:
+            body["system"] = system
+        sampling = self.sampling or sampling_for(request.model)
+        if sampling in ("both", "temperature"):
+            body["temperature"] = request.temperature
+        if sampling == "both":
+            body["top_p"] = request.top_p
+        headers = {
+            "x-api-key": self.api_key,
+            "anthropic-version": API_VERSION,
+            "content-type": "application/json",
+        }
+        return HttpCall(method="POST", url=self.url, headers=headers, json=body)
+
+    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
+        """The reply text (all `text` blocks joined), usage and answering model."""
+        if not isinstance(body, Mapping) or not isinstance(body.get("content"), list):
+            raise ResponseDecodeError(
+                "reply has no content list", provider=self.name, model=request.model
+            )
+        texts = [
+            b["text"]
+            for b in body["content"]
+            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        if not texts:
+            reason = body.get("stop_reason")
+            raise ResponseDecodeError(
+                f"reply has no text (stop_reason {reason!r})",
+                provider=self.name,
+                model=request.model,
+            )
+        usage = body.get("usage")
+        inp = _count(usage, "input_tokens")
+        out = _count(usage, "output_tokens")
+        total = inp + out if inp is not None and out is not None else None
+        model = body.get("model")
+        return ProviderReply(
+            text="".join(texts),
+            usage=Usage(input_tokens=inp, output_tokens=out, total_tokens=total),
+            model=model if isinstance(model, str) else request.model,
+            raw=body,
+        )
+
+    def error(
+        self, status: int, headers: Mapping[str, str], body: Any, text: str
+    ) -> ModelCallError:
+        """The typed error for a non-2xx reply: overload and rate limits retry, a long prompt falls back."""
+        headers = {k.lower(): v for k, v in headers.items()}
+        detail = body.get("error") if isinstance(body, Mapping) else None
+        detail = detail if isinstance(detail, Mapping) else {}
+        kind = detail.get("type") if isinstance(detail.get("type"), str) else ""
+        message = detail.get("message") if isinstance(detail.get("message"), str) else ""
+        message = message or text[:500] or f"HTTP {status}"
+        request_id = headers.get("request-id") or (
+            body.get("request_id") if isinstance(body, Mapping) else None
+        )
+        where: dict[str, Any] = {
+            "provider": self.name,
+            "status": status,
+            "request_id": request_id if isinstance(request_id, str) else None,
+        }
+        text_kind = f"{kind}: {message}" if kind else message
+        if status == 413 or (status == 400 and "prompt is too long" in message.lower()):
+            return ContextLengthError(text_kind, **where)
+        if status in (401, 403):
+            return AuthenticationError(text_kind, **where)
+        details = detail.get("details")
+        if (
+            isinstance(details, Mapping)
+            and details.get("error_code") == "enforced_spend_limit_reached"
+        ):
+            return ModelCallError(text_kind, **where)
+        if status in _RETRYABLE_STATUSES or kind in ("overloaded_error", "api_error"):
+            return RetryableError(text_kind, retry_after=_retry_after(headers), **where)
+        if status == 400:
+            return BadRequestError(text_kind, **where)
+        return ModelCallError(text_kind, **where)
+
+
+__all__ = [
+    "API_KEY_ENV",
+    "API_VERSION",
+    "DEFAULT_BASE_URL",
+    "AnthropicProvider",
+    "Sampling",
+    "media_type",
+    "render_messages",
+    "sampling_for",
+]

@@ -1,0 +1,323 @@
+"""Deterministic conversion of computer-use-preview actions into the agent's action spaces.
+
+The Responses API answers with `computer_call` items whose `action` is a small
+dict (`click`, `double_click`, `drag`, `keypress`, `move`, `scroll`, `type`,
+`wait`, `screenshot`). This module turns one such dict into pyautogui code or
+computer_13 actions, with no model call and no I/O.
+
+Conventions:
+
+- Coordinates are screen pixels of the screenshot that was sent; they are
+  rounded to integers and never moved.
+- `scroll_x` / `scroll_y` are pixels with the browser wheel convention
+  (positive `scroll_y` scrolls down, positive `scroll_x` right). pyautogui
+  and computer_13 count wheel clicks with positive meaning up (vertical) and
+  right (horizontal), so one click is `pixels_per_click` pixels, rounded
+  away from zero (a non-zero scroll is never lost), and the vertical sign is
+  flipped.
+- Mouse buttons `left`, `right` and `middle` / `wheel` click that button;
+  `back` / `forward` have no pyautogui button, so they become the browser
+  shortcuts `alt+left` / `alt+right` at the pointer position.
+- `wait` is WAIT (or a short sleep inside a longer block of code, see
+  `adapters.responses`); `screenshot` produces nothing, since every step
+  already sends a fresh screenshot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from osharm_core import OsharmError
+
+#: pyautogui's name for every key name computer-use-preview is known to send (upper or lower case).
+_KEY_ALIASES: Final[Mapping[str, str]] = {
+    "arrowleft": "left",
+    "arrowright": "right",
+    "arrowup": "up",
+    "arrowdown": "down",
+    "left": "left",
+    "right": "right",
+    "up": "up",
+    "down": "down",
+    "ctrl": "ctrl",
+    "control": "ctrl",
+    "alt": "alt",
+    "option": "alt",
+    "shift": "shift",
+    "enter": "enter",
+    "return": "enter",
+    "esc": "esc",
+    "escape": "esc",
+    "space": "space",
+    "spacebar": "space",
+    "tab": "tab",
+    "backspace": "backspace",
+    "delete": "delete",
+    "del": "delete",
+    "insert": "insert",
+    "home": "home",
+    "end": "end",
+    "pageup": "pageup",
+    "pagedown": "pagedown",
+    "pgup": "pageup",
+    "pgdn": "pagedown",
+    "capslock": "capslock",
+    "numlock": "numlock",
+    "scrolllock": "scrolllock",
+    "printscreen": "printscreen",
+    "pause": "pause",
+}
+#: Names of the "command" key; pyautogui calls it `win` on Linux and Windows, `command` on macOS.
+_SUPER_KEYS: Final = frozenset({"cmd", "command", "super", "meta", "win", "windows"})
+_FUNCTION_KEYS: Final = frozenset(f"f{i}" for i in range(1, 25))
+_BUTTONS: Final[Mapping[str, str]] = {
+    "left": "left",
+    "right": "right",
+    "middle": "middle",
+    "wheel": "middle",
+}
+_NAVIGATION_BUTTONS: Final[Mapping[str, str]] = {"back": "left", "forward": "right"}
+#: Single characters pyautogui can press: printable ASCII plus tab, newline and return.
+_SINGLE_KEYS: Final = frozenset(chr(c) for c in range(32, 127)) | {"\t", "\n", "\r"}
+
+
+class UnsupportedComputerAction(OsharmError, ValueError):
+    """A computer_call action that cannot be converted: unknown type, or a missing or bad field."""
+
+
+def pyautogui_key(name: object, *, platform: str = "linux") -> str:
+    """The pyautogui name of one computer-use-preview key name.
+
+    >>> pyautogui_key("ARROWLEFT"), pyautogui_key("CTRL"), pyautogui_key("A"), pyautogui_key("CMD")
+    ('left', 'ctrl', 'a', 'win')
+    """
+    if not isinstance(name, str) or not name:
+        raise UnsupportedComputerAction(f"keypress: key must be a non-empty string, got {name!r}")
+    if len(name) == 1:
+        if name not in _SINGLE_KEYS:
+            raise UnsupportedComputerAction(f"keypress: pyautogui cannot press {name!r}")
+        return name.lower()
+    lowered = name.strip().lower()
+    if lowered in _SUPER_KEYS:
+        return "command" if platform == "mac" else "win"
+    if lowered in _KEY_ALIASES:
+        return _KEY_ALIASES[lowered]
+    if lowered in _FUNCTION_KEYS:
+        return lowered
+    raise UnsupportedComputerAction(f"keypress: unknown key name {name!r}")
+
+
+def _number(action: Mapping[str, Any], field: str) -> int:
+    value = action.get(field)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        kind = action.get("type")
+        raise UnsupportedComputerAction(f"{kind}: field {field!r} must be a number, got {value!r}")
+    return round(value)
+
+
+def _point(action: Mapping[str, Any]) -> tuple[int, int]:
+    return _number(action, "x"), _number(action, "y")
+
+
+def _path(action: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+    path = action.get("path")
+    if not isinstance(path, Sequence) or isinstance(path, str) or not path:
+        raise UnsupportedComputerAction(
+            f"drag: field 'path' must be a non-empty list, got {path!r}"
+        )
+    points = []
+    for point in path:
+        if not isinstance(point, Mapping):
+            raise UnsupportedComputerAction(f"drag: path point must be an object, got {point!r}")
+        points.append(_point({"type": "drag", **point}))
+    return tuple(points)
+
+
+def _keys(action: Mapping[str, Any], platform: str) -> tuple[str, ...]:
+    keys = action.get("keys")
+    if not isinstance(keys, Sequence) or isinstance(keys, str) or not keys:
+        raise UnsupportedComputerAction(
+            f"keypress: field 'keys' must be a non-empty list, got {keys!r}"
+        )
+    return tuple(pyautogui_key(k, platform=platform) for k in keys)
+
+
+def _button(action: Mapping[str, Any]) -> str:
+    button = action.get("button", "left")
+    if not isinstance(button, str) or (
+        button.lower() not in _BUTTONS and button.lower() not in _NAVIGATION_BUTTONS
+    ):
+        raise UnsupportedComputerAction(f"click: unknown mouse button {button!r}")
+    return button.lower()
+
+
+def wheel_clicks(pixels: object, pixels_per_click: int) -> int:
+    """Wheel clicks for a scroll of `pixels`, rounded away from zero.
+
+    >>> wheel_clicks(250, 100), wheel_clicks(-30, 100), wheel_clicks(0, 100)
+    (3, -1, 0)
+    """
+    if isinstance(pixels, bool) or not isinstance(pixels, int | float) or not math.isfinite(pixels):
+        raise UnsupportedComputerAction(f"scroll: amount must be a number, got {pixels!r}")
+    clicks = math.ceil(abs(pixels) / pixels_per_click)
+    return clicks if pixels >= 0 else -clicks
+
+
+def _scroll_clicks(action: Mapping[str, Any], pixels_per_click: int) -> tuple[int, int]:
+    """(horizontal, vertical) clicks; vertical positive means up, as pyautogui counts."""
+    dx = wheel_clicks(action.get("scroll_x", 0), pixels_per_click)
+    dy = -wheel_clicks(action.get("scroll_y", 0), pixels_per_click)
+    return dx, dy
+
+
+def _kind(action: Mapping[str, Any]) -> str:
+    if not isinstance(action, Mapping):
+        raise UnsupportedComputerAction(f"computer_call action must be an object, got {action!r}")
+    kind = action.get("type")
+    if not isinstance(kind, str):
+        raise UnsupportedComputerAction(f"computer_call action has no type: {dict(action)!r}")
+    return kind
+
+
+def to_pyautogui(
+    action: Mapping[str, Any], *, platform: str = "linux", pixels_per_click: int = 100
+) -> str | None:
+    """One action as pyautogui code (lines joined by newlines), `"WAIT"`, or `None` (screenshot).
+
+    >>> to_pyautogui({"type": "click", "button": "left", "x": 10, "y": 20})
+    'pyautogui.click(10, 20)'
+    >>> to_pyautogui({"type": "keypress", "keys": ["CTRL", "C"]})
+    "pyautogui.hotkey('ctrl', 'c')"
+    """
+    kind = _kind(action)
+    if kind == "screenshot":
+        return None
+    if kind == "wait":
+        return "WAIT"
+    if kind == "click":
+        x, y = _point(action)
+        button = _button(action)
+        if button in _NAVIGATION_BUTTONS:
+            arrow = _NAVIGATION_BUTTONS[button]
+            return f"pyautogui.moveTo({x}, {y})\npyautogui.hotkey('alt', {arrow!r})"
+        if _BUTTONS[button] == "left":
+            return f"pyautogui.click({x}, {y})"
+        return f"pyautogui.click({x}, {y}, button={_BUTTONS[button]!r})"
+    if kind == "double_click":
+        x, y = _point(action)
+        return f"pyautogui.doubleClick({x}, {y})"
+    if kind == "move":
+        x, y = _point(action)
+        return f"pyautogui.moveTo({x}, {y})"
+    if kind == "drag":
+        return _drag_code(_path(action))
+    if kind == "keypress":
+        keys = _keys(action, platform)
+        if len(keys) == 1:
+            return f"pyautogui.press({keys[0]!r})"
+        return f"pyautogui.hotkey({', '.join(repr(k) for k in keys)})"
+    if kind == "scroll":
+        x, y = _point(action)
+        dx, dy = _scroll_clicks(action, pixels_per_click)
+        lines = [f"pyautogui.moveTo({x}, {y})"]
+        if dy:
+            lines.append(f"pyautogui.scroll({dy})")
+        if dx:
+            lines.append(f"pyautogui.hscroll({dx})")
+        return "\n".join(lines)
+    if kind == "type":
+        text = action.get("text")
+        if not isinstance(text, str):
+            raise UnsupportedComputerAction(f"type: field 'text' must be a string, got {text!r}")
+        return f"pyautogui.typewrite({text!r})"
+    raise UnsupportedComputerAction(f"unknown computer_call action type {kind!r}")
+
+
+def _drag_code(path: tuple[tuple[int, int], ...]) -> str:
+    (x0, y0), rest = path[0], path[1:]
+    lines = [f"pyautogui.moveTo({x0}, {y0})"]
+    if len(rest) == 1:
+        x1, y1 = rest[0]
+        lines.append(f"pyautogui.dragTo({x1}, {y1}, duration=0.5, button='left')")
+    elif rest:
+        lines.append("pyautogui.mouseDown(button='left')")
+        lines.extend(f"pyautogui.moveTo({x}, {y}, duration=0.2)" for x, y in rest)
+        lines.append("pyautogui.mouseUp(button='left')")
+    return "\n".join(lines)
+
+
+def to_computer_13(
+    action: Mapping[str, Any], *, platform: str = "linux", pixels_per_click: int = 100
+) -> tuple[dict[str, Any], ...]:
+    """One action as computer_13 actions, in order (empty for a screenshot).
+
+    >>> to_computer_13({"type": "double_click", "x": 5, "y": 6})
+    ({'action_type': 'DOUBLE_CLICK', 'x': 5, 'y': 6},)
+    """
+    kind = _kind(action)
+    if kind == "screenshot":
+        return ()
+    if kind == "wait":
+        return ({"action_type": "WAIT"},)
+    if kind == "click":
+        x, y = _point(action)
+        button = _button(action)
+        if button in _NAVIGATION_BUTTONS:
+            arrow = _NAVIGATION_BUTTONS[button]
+            return (
+                {"action_type": "MOVE_TO", "x": x, "y": y},
+                {"action_type": "HOTKEY", "keys": ["alt", arrow]},
+            )
+        return (
+            {"action_type": "CLICK", "x": x, "y": y, "button": _BUTTONS[button], "num_clicks": 1},
+        )
+    if kind == "double_click":
+        x, y = _point(action)
+        return ({"action_type": "DOUBLE_CLICK", "x": x, "y": y},)
+    if kind == "move":
+        x, y = _point(action)
+        return ({"action_type": "MOVE_TO", "x": x, "y": y},)
+    if kind == "drag":
+        return _drag_actions(_path(action))
+    if kind == "keypress":
+        keys = _keys(action, platform)
+        if len(keys) == 1:
+            return ({"action_type": "PRESS", "key": keys[0]},)
+        return ({"action_type": "HOTKEY", "keys": list(keys)},)
+    if kind == "scroll":
+        x, y = _point(action)
+        dx, dy = _scroll_clicks(action, pixels_per_click)
+        return (
+            {"action_type": "MOVE_TO", "x": x, "y": y},
+            {"action_type": "SCROLL", "dx": dx, "dy": dy},
+        )
+    if kind == "type":
+        text = action.get("text")
+        if not isinstance(text, str):
+            raise UnsupportedComputerAction(f"type: field 'text' must be a string, got {text!r}")
+        return ({"action_type": "TYPING", "text": text},)
+    raise UnsupportedComputerAction(f"unknown computer_call action type {kind!r}")
+
+
+def _drag_actions(path: tuple[tuple[int, int], ...]) -> tuple[dict[str, Any], ...]:
+    (x0, y0), rest = path[0], path[1:]
+    actions: list[dict[str, Any]] = [{"action_type": "MOVE_TO", "x": x0, "y": y0}]
+    if len(rest) == 1:
+        x1, y1 = rest[0]
+        actions.append({"action_type": "DRAG_TO", "x": x1, "y": y1})
+    elif rest:
+        actions.append({"action_type": "MOUSE_DOWN", "button": "left"})
+        actions.extend({"action_type": "MOVE_TO", "x": x, "y": y} for x, y in rest)
+        actions.append({"action_type": "MOUSE_UP", "button": "left"})
+    return tuple(actions)
+
+
+__all__ = [
+    "UnsupportedComputerAction",
+    "pyautogui_key",
+    "to_computer_13",
+    "to_pyautogui",
+    "wheel_clicks",
+]

@@ -1,0 +1,236 @@
+"""Google Gemini `generateContent` (REST, v1beta): pure request encoding and reply decoding.
+
+Wire rules this module applies:
+
+- the system text goes in `systemInstruction`; the other messages become
+  `contents` with roles `user` / `model` (consecutive messages of one role
+  merged, empty text parts dropped);
+- images are `inlineData` parts (`mimeType`, base64 `data`);
+- `generationConfig` carries `maxOutputTokens` (the reference ignores it; we
+  honour it), `temperature` and `topP`;
+- the key travels in the `x-goog-api-key` header, never in the URL, so logged
+  URLs cannot leak it.
+
+Reply text is the concatenation of the first candidate's text parts (thought
+parts left out). A blocked prompt or a candidate without text is a
+`ResponseDecodeError` naming the block or finish reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+from urllib.parse import quote
+
+import attrs
+
+from adapters.anthropic import media_type
+from adapters.base import (
+    AuthenticationError,
+    BadRequestError,
+    ContextLengthError,
+    HttpCall,
+    ModelCallError,
+    ModelRequest,
+    ProviderReply,
+    ResponseDecodeError,
+    RetryableError,
+    Usage,
+)
+from osharm_core import ImagePart, Message, TextPart
+
+DEFAULT_BASE_URL: Final = "https://generativelanguage.googleapis.com"
+#: The environment variables `client_for` reads the key from, in order (the second is the reference's name).
+API_KEY_ENVS: Final = ("GEMINI_API_KEY", "GENAI_API_KEY")
+
+_RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+_RETRYABLE_CODES: Final = frozenset(
+    {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"}
+)
+_AUTH_CODES: Final = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+_AUTH_REASONS: Final = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED"})
+_TOO_LONG: Final = re.compile(
+    r"exceeds the maximum number of tokens|input token count|context (window|length)", re.IGNORECASE
+)
+_SECONDS: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+_REQUEST_ID_HEADERS: Final = ("x-request-id", "x-goog-request-id", "x-cloud-trace-context")
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"text": part.text} if part.text else None
+    return {"inlineData": {"mimeType": media_type(part), "data": part.data}}
+
+
+def render_contents(messages: Iterable[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The system text and the `contents` list for `messages`.
+
+    >>> from osharm_core import Message, TextPart
+    >>> render_contents([Message("system", (TextPart("s"),)), Message("user", (TextPart("a"),)),
+    ...                  Message("assistant", (TextPart("b"),))])
+    ('s', [{'role': 'user', 'parts': [{'text': 'a'}]}, {'role': 'model', 'parts': [{'text': 'b'}]}])
+    """
+    system: list[str] = []
+    contents: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            system.append(message.text)
+            continue
+        parts = [p for p in map(_part, message.parts) if p is not None]
+        if not parts:
+            continue
+        role = "model" if message.role == "assistant" else "user"
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    return "\n".join(system), contents
+
+
+def _count(usage: object, field: str) -> int | None:
+    value = usage.get(field) if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
+    """Seconds to wait from a `Retry-After` header or a `google.rpc.RetryInfo` detail ("37s")."""
+    header = headers.get("retry-after")
+    if header is not None:
+        try:
+            return float(header)
+        except ValueError:
+            pass
+    for detail in details if isinstance(details, list) else ():
+        delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
+        match = _SECONDS.match(delay) if isinstance(delay, str) else None
+        if match:
+            return float(match.group(1))
+    return None
+
+
+def _reasons(details: object) -> set[str]:
+    return {
+        d["reason"]
+        for d in (details if isinstance(details, list) else ())
+        if isinstance(d, Mapping) and isinstance(d.get("reason"), str)
+    }
+
+
+@attrs.frozen(kw_only=True)
+class GeminiProvider:
+    """Gemini over `generateContent`. Pure: the engine in `adapters.client` does the I/O.
+
+    `base_url` is the host root (default
+    `https://generativelanguage.googleapis.com`); `thinking_budget`, when set,
+    is sent as `generationConfig.thinkingConfig.thinkingBudget` (thinking
+    models count thoughts against `maxOutputTokens`).
+    """
+
+    api_key: str = attrs.field(repr=False)
+    base_url: str | None = None
+    thinking_budget: int | None = None
+    name = "gemini"
+
+    def url(self, model: str) -> str:
+        """The `generateContent` endpoint for `model` (a leading `models/` is accepted)."""
+        model = model.removeprefix("models/")
+        root = (self.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return f"{root}/v1beta/models/{quote(model, safe='')}:generateContent"
+
+    def encode(self, request: ModelRequest) -> HttpCall:
+        """The `generateContent` call for `request`."""
+        system, contents = render_contents(request.messages)
+        config: dict[str, Any] = {
+            "maxOutputTokens": request.max_tokens,
+            "temperature": request.temperature,
+            "topP": request.top_p,
+        }
+        if self.thinking_budget is not None:
+            config["thinkingConfig"] = {"thinkingBudget": self.thinking_budget}
+        body: dict[str, Any] = {"contents": contents, "generationConfig": config}
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        headers = {"x-goog-api-key": self.api_key, "content-type": "application/json"}
+        return HttpCall(method="POST", url=self.url(request.model), headers=headers, json=body)
+
+    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
+        """The first candidate's text, usage and model version; a blocked or empty reply raises."""
+        if not isinstance(body, Mapping):
+            raise ResponseDecodeError(
+                "reply is not a JSON object", provider=self.name, model=request.model
+            )
+        feedback = body.get("promptFeedback")
+        if isinstance(feedback, Mapping) and feedback.get("blockReason"):
+            raise ResponseDecodeError(
+                f"prompt blocked (blockReason {feedback['blockReason']})",
+                provider=self.name,
+                model=request.model,
+            )
+        candidates = body.get("candidates")
+        if (
+            not isinstance(candidates, list)
+            or not candidates
+            or not isinstance(candidates[0], Mapping)
+        ):
+            raise ResponseDecodeError(
+                "reply has no candidates", provider=self.name, model=request.model
+            )
+        candidate = candidates[0]
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, Mapping) else None
+        texts = [
+            p["text"]
+            for p in (parts if isinstance(parts, list) else ())
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str) and not p.get("thought")
+        ]
+        if not "".join(texts):
+            reason = candidate.get("finishReason", "unknown")
+            raise ResponseDecodeError(
+                f"candidate has no text (finishReason {reason})",
+                provider=self.name,
+                model=request.model,
+            )
+        usage = body.get("usageMetadata")
+        candidates_tokens = _count(usage, "candidatesTokenCount")
+        thoughts = _count(usage, "thoughtsTokenCount") or 0
+        version = body.get("modelVersion")
+        return ProviderReply(
+            text="".join(texts),
+            usage=Usage(
+                input_tokens=_count(usage, "promptTokenCount"),
+                output_tokens=None if candidates_tokens is None else candidates_tokens + thoughts,
+                total_tokens=_count(usage, "totalTokenCount"),
+            ),
+            model=version if isinstance(version, str) else request.model,
+            raw=body,
+        )
+
+    def error(
+        self, status: int, headers: Mapping[str, str], body: Any, text: str
+    ) -> ModelCallError:
+        """The typed error for a non-2xx reply (`{"error": {"code", "message", "status"}}`)."""
+        headers = {k.lower(): v for k, v in headers.items()}
+        if isinstance(body, list) and body:  # some Google front ends wrap the error in a list
+            body = body[0]
+        detail = body.get("error") if isinstance(body, Mapping) else None
+        detail = detail if isinstance(detail, Mapping) else {}
+        code = detail.get("status") if isinstance(detail.get("status"), str) else ""
+        message = detail.get("message") if isinstance(detail.get("message"), str) else ""
+        message = message or text[:500] or f"HTTP {status}"
+        request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
+        where: dict[str, Any] = {"provider": self.name, "status": status, "request_id": request_id}
+        described = f"{code}: {message}" if code else message
+        details = detail.get("details")
+        if status in (401, 403) or code in _AUTH_CODES or _reasons(details) & _AUTH_REASONS:
+            return AuthenticationError(described, **where)
+        if status == 400 and _TOO_LONG.search(message):
+            return ContextLengthError(described, **where)
+        if status in _RETRYABLE_STATUSES or code in _RETRYABLE_CODES:
+            return RetryableError(described, retry_after=_retry_delay(headers, details), **where)
+        if status == 400:
+            return BadRequestError(described, **where)
+        return ModelCallError(described, **where)
+
+
+__all__ = ["API_KEY_ENVS", "DEFAULT_BASE_URL", "GeminiProvider", "render_contents"]

@@ -1,0 +1,438 @@
+"""OpenAI Responses API for `computer-use-preview`: pure request encoding and reply decoding.
+
+The model drives the desktop through the `computer_use_preview` tool. One
+conversation is a chain of responses:
+
+1. the first request sends the whole history (`input_text` / `input_image`
+   user parts, `output_text` assistant parts, the system text as
+   `instructions`), the tool with the display size read from the screenshot,
+   and `truncation: "auto"`;
+2. the reply's `computer_call`s are converted here, deterministically and
+   without a second model call, into the configured action space, and written
+   as reply text the core parser reads back (`adapters.cua_actions`);
+3. the next request sets `previous_response_id` and answers every pending call
+   with a `computer_call_output` carrying the *current* screenshot.
+
+Where the chain stands travels in `ProviderReply.continuation`
+(`osharm_core.Continuation`), which the agent keeps in its immutable state.
+Pending safety checks are surfaced there, in the reply text and in `raw`; they
+are never acknowledged on the user's behalf (`acknowledged_safety_checks` is
+never sent), so the API refuses to continue past one until the caller decides.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from adapters.base import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigurationError,
+    ContextLengthError,
+    HttpCall,
+    ModelCallError,
+    ModelRequest,
+    ProviderReply,
+    ResponseDecodeError,
+    RetryableError,
+    Usage,
+)
+from adapters.cua_actions import UnsupportedComputerAction, to_computer_13, to_pyautogui
+from osharm_core import Continuation, ImagePart, Message, TextPart
+
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+#: The environment variable `client_for` reads the key from.
+API_KEY_ENV: Final = "OPENAI_API_KEY"
+#: The screen of an OSWorld virtual machine, used when no PNG screenshot gives the size.
+DEFAULT_DISPLAY: Final = (1920, 1080)
+ACTION_SPACES: Final = ("pyautogui", "computer_13")
+_SPECIAL: Final = frozenset({"WAIT", "DONE", "FAIL"})
+_RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+_PNG: Final = b"\x89PNG\r\n\x1a\n"
+_STEP_PAUSE: Final = "time.sleep(0.5)"
+_WAIT_PAUSE: Final = "time.sleep(2)"
+
+
+def png_size(data: str) -> tuple[int, int] | None:
+    """Width and height of a base64 PNG, read from its IHDR chunk (only the first 32 characters are decoded).
+
+    >>> png_size("iVBORw0KGgoAAAANSUhEUgAAB4AAAAQ4CAIAAABnsVYUAAAA")
+    (1920, 1080)
+    """
+    try:
+        head = base64.b64decode(data[:32], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(head) < 24 or not head.startswith(_PNG) or head[12:16] != b"IHDR":
+        return None
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    return (width, height) if width > 0 and height > 0 else None
+
+
+def _input_part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    return {"type": "input_image", "image_url": part.data_url, "detail": part.detail}
+
+
+def _input_message(message: Message) -> dict[str, Any] | None:
+    if message.role == "assistant":
+        text = message.text
+        if not text:
+            return None
+        return {"role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    parts = [_input_part(p) for p in message.parts if not (isinstance(p, TextPart) and not p.text)]
+    return {"role": "user", "content": parts} if parts else None
+
+
+def render_input(messages: Iterable[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The `instructions` text and the `input` items for a whole conversation.
+
+    >>> from osharm_core import Message, TextPart
+    >>> render_input([Message("system", (TextPart("s"),)), Message("assistant", (TextPart("a"),))])
+    ('s', [{'role': 'assistant', 'content': [{'type': 'output_text', 'text': 'a'}]}])
+    """
+    system: list[str] = []
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            system.append(message.text)
+            continue
+        item = _input_message(message)
+        if item is not None:
+            items.append(item)
+    return "\n".join(system), items
+
+
+def _last_user(messages: Sequence[Message]) -> Message | None:
+    return next((m for m in reversed(messages) if m.role == "user"), None)
+
+
+def _last_image(messages: Sequence[Message]) -> ImagePart | None:
+    return next((m.images[-1] for m in reversed(messages) if m.images), None)
+
+
+def quote_thought(text: str) -> str:
+    """Model prose made inert for the action parsers: no fences, no bare WAIT / DONE / FAIL line.
+
+    >>> quote_thought("Done.\\nDONE\\n```python\\nx\\n```")
+    "Done.\\n> DONE\\n'''python\\nx\\n'''"
+    """
+    lines = []
+    for line in text.replace("```", "'''").splitlines():
+        lines.append(f"> {line}" if line.strip().upper() in _SPECIAL else line)
+    return "\n".join(lines)
+
+
+def _summaries(item: Mapping[str, Any]) -> list[str]:
+    summary = item.get("summary")
+    return [
+        s["text"]
+        for s in (summary if isinstance(summary, list) else ())
+        if isinstance(s, Mapping) and isinstance(s.get("text"), str) and s["text"]
+    ]
+
+
+def _message_texts(item: Mapping[str, Any]) -> list[str]:
+    content = item.get("content")
+    texts = []
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, Mapping):
+            continue
+        for field in ("text", "refusal"):
+            if isinstance(part.get(field), str) and part[field]:
+                texts.append(part[field])
+    return texts
+
+
+def _call_actions(item: Mapping[str, Any]) -> list[Any]:
+    """The actions of one `computer_call` (`action`, or a batched `actions` list)."""
+    actions = item.get("actions")
+    if isinstance(actions, list):
+        return actions
+    return [item.get("action")]
+
+
+def _safety_checks(item: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    checks = item.get("pending_safety_checks")
+    found = []
+    for check in checks if isinstance(checks, list) else ():
+        if isinstance(check, Mapping) and isinstance(check.get("id"), str):
+            code, message = check.get("code"), check.get("message")
+            found.append(
+                (
+                    check["id"],
+                    code if isinstance(code, str) else "",
+                    message if isinstance(message, str) else "",
+                )
+            )
+    return found
+
+
+@attrs.frozen
+class _Output:
+    thoughts: tuple[str, ...]
+    actions: tuple[Any, ...]
+    call_ids: tuple[str, ...]
+    safety_checks: tuple[tuple[str, str, str], ...]
+    calls: int
+
+
+def _read_output(output: list[Any]) -> _Output:
+    thoughts: list[str] = []
+    actions: list[Any] = []
+    call_ids: list[str] = []
+    checks: list[tuple[str, str, str]] = []
+    calls = 0
+    for item in output:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning":
+            thoughts.extend(_summaries(item))
+        elif kind == "message":
+            thoughts.extend(_message_texts(item))
+        elif kind == "computer_call":
+            calls += 1
+            actions.extend(_call_actions(item))
+            if isinstance(item.get("call_id"), str):
+                call_ids.append(item["call_id"])
+            checks.extend(_safety_checks(item))
+    return _Output(tuple(thoughts), tuple(actions), tuple(call_ids), tuple(checks), calls)
+
+
+def _pyautogui_reply(actions: Sequence[Any], platform: str, pixels_per_click: int) -> str:
+    steps = [to_pyautogui(a, platform=platform, pixels_per_click=pixels_per_click) for a in actions]
+    code = [s for s in steps if s is not None]
+    if all(s == "WAIT" for s in code):
+        return "WAIT"
+    lines = [_WAIT_PAUSE if s == "WAIT" else s for s in code]
+    return "```python\n" + f"\n{_STEP_PAUSE}\n".join(lines) + "\n```"
+
+
+def _computer_13_reply(actions: Sequence[Any], platform: str, pixels_per_click: int) -> str:
+    converted = [
+        d
+        for a in actions
+        for d in to_computer_13(a, platform=platform, pixels_per_click=pixels_per_click)
+    ]
+    if not converted:
+        converted = [{"action_type": "WAIT"}]
+    return "\n".join(f"```json\n{json.dumps(d, ensure_ascii=False)}\n```" for d in converted)
+
+
+def _count(usage: object, field: str) -> int | None:
+    value = usage.get(field) if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _seconds(value: str | None, scale: float = 1.0) -> float | None:
+    try:
+        return float(value) * scale if value is not None else None
+    except ValueError:
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class ResponsesProvider:
+    """`computer-use-preview` over the Responses API. Pure: the engine in `adapters.client` does the I/O.
+
+    `base_url` includes `/v1` (default `https://api.openai.com/v1`);
+    `environment` is the tool's environment (`linux` for OSWorld's ubuntu);
+    `display` is the screen size used when no PNG screenshot tells it;
+    `reasoning_summary` (`concise`, `detailed`, `auto`, or None to leave it
+    out) asks for the model's reasoning summary, which becomes the thought;
+    `resend_user_text` adds the latest user text next to the
+    `computer_call_output`s of a continued chain; `pixels_per_click` is the
+    scroll conversion (see `adapters.cua_actions`).
+    """
+
+    api_key: str = attrs.field(repr=False)
+    base_url: str | None = None
+    environment: str = "linux"
+    display: tuple[int, int] = DEFAULT_DISPLAY
+    reasoning_summary: str | None = "concise"
+    resend_user_text: bool = False
+    pixels_per_click: int = 100
+    name = "openai-responses"
+
+    @property
+    def url(self) -> str:
+        """The Responses endpoint."""
+        return (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/responses"
+
+    def encode(self, request: ModelRequest) -> HttpCall:
+        """The Responses call for `request`: the whole history, or the answers to pending calls."""
+        if request.action_space not in ACTION_SPACES:
+            raise ConfigurationError(
+                f"computer-use-preview converts actions into {' or '.join(ACTION_SPACES)}, "
+                f"not {request.action_space!r}"
+            )
+        messages = request.messages
+        system, items = render_input(messages)
+        screenshot = _last_image(messages)
+        width, height = (png_size(screenshot.data) if screenshot else None) or self.display
+        body: dict[str, Any] = {
+            "model": request.model,
+            "tools": [
+                {
+                    "type": "computer_use_preview",
+                    "display_width": width,
+                    "display_height": height,
+                    "environment": self.environment,
+                }
+            ],
+            "truncation": "auto",
+        }
+        if system:
+            body["instructions"] = system
+        if self.reasoning_summary is not None:
+            body["reasoning"] = {"summary": self.reasoning_summary}
+        continuation = request.continuation
+        if continuation is None:
+            body["input"] = items
+        else:
+            body["previous_response_id"] = continuation.response_id
+            body["input"] = self._continued_input(continuation, messages)
+        headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json"}
+        return HttpCall(method="POST", url=self.url, headers=headers, json=body)
+
+    def _continued_input(
+        self, continuation: Continuation, messages: Sequence[Message]
+    ) -> list[dict[str, Any]]:
+        latest = _last_user(messages)
+        if not continuation.call_ids:
+            item = _input_message(latest) if latest is not None else None
+            return [item] if item is not None else []
+        screenshot = latest.images[-1] if latest is not None and latest.images else None
+        if screenshot is None:
+            raise ConfigurationError(
+                "computer-use-preview answers each computer_call with a screenshot, but the "
+                "latest user message has none (use a screenshot observation type)"
+            )
+        items: list[dict[str, Any]] = [
+            {
+                "type": "computer_call_output",
+                "call_id": call_id,
+                "output": {"type": "computer_screenshot", "image_url": screenshot.data_url},
+            }
+            for call_id in continuation.call_ids
+        ]
+        if self.resend_user_text and latest is not None and latest.text:
+            items.append({"role": "user", "content": [{"type": "input_text", "text": latest.text}]})
+        return items
+
+    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
+        """The converted actions as reply text, the usage, and where the chain now stands."""
+        where: dict[str, Any] = {"provider": self.name, "model": request.model}
+        if not isinstance(body, Mapping):
+            raise ResponseDecodeError("reply is not a JSON object", **where)
+        failure = body.get("error")
+        if isinstance(failure, Mapping) or body.get("status") == "failed":
+            message = failure.get("message") if isinstance(failure, Mapping) else None
+            raise ResponseDecodeError(f"response failed: {message or 'no message'}", **where)
+        output = body.get("output")
+        if not isinstance(output, list):
+            raise ResponseDecodeError("reply has no output list", **where)
+        read = _read_output(output)
+        if not read.calls and not read.thoughts:
+            details = body.get("incomplete_details")
+            raise ResponseDecodeError(
+                f"reply has neither a computer_call nor text (status {body.get('status')!r}, "
+                f"details {details!r})",
+                **where,
+            )
+        text = self._reply_text(request, read)
+        response_id = body.get("id")
+        continuation = (
+            Continuation(
+                response_id=response_id,
+                call_ids=read.call_ids,
+                safety_checks=read.safety_checks,
+            )
+            if isinstance(response_id, str)
+            else None
+        )
+        usage = body.get("usage")
+        model = body.get("model")
+        return ProviderReply(
+            text=text,
+            usage=Usage(
+                input_tokens=_count(usage, "input_tokens"),
+                output_tokens=_count(usage, "output_tokens"),
+                total_tokens=_count(usage, "total_tokens"),
+            ),
+            model=model if isinstance(model, str) else request.model,
+            raw=body,
+            continuation=continuation,
+        )
+
+    def _reply_text(self, request: ModelRequest, read: _Output) -> str:
+        platform = "mac" if self.environment == "mac" else "linux"
+        notes = [
+            f"Pending safety check {code or check_id}: {message} (not acknowledged)"
+            for check_id, code, message in read.safety_checks
+        ]
+        thought = quote_thought("\n\n".join((*read.thoughts, *notes)))
+        prefix = f"{thought}\n\n" if thought else ""
+        if not read.calls:
+            return f"{prefix}DONE"
+        try:
+            if request.action_space == "computer_13":
+                actions = _computer_13_reply(read.actions, platform, self.pixels_per_click)
+            else:
+                actions = _pyautogui_reply(read.actions, platform, self.pixels_per_click)
+        except UnsupportedComputerAction as exc:
+            raise ResponseDecodeError(
+                f"cannot convert computer_call: {exc}", provider=self.name, model=request.model
+            ) from exc
+        return prefix + actions
+
+    def error(
+        self, status: int, headers: Mapping[str, str], body: Any, text: str
+    ) -> ModelCallError:
+        """The typed error for a non-2xx reply (OpenAI's `{"error": {"message", "type", "code"}}`)."""
+        headers = {k.lower(): v for k, v in headers.items()}
+        detail = body.get("error") if isinstance(body, Mapping) else None
+        detail = detail if isinstance(detail, Mapping) else {}
+        code = detail.get("code") if isinstance(detail.get("code"), str) else ""
+        message = detail.get("message") if isinstance(detail.get("message"), str) else ""
+        message = message or text[:500] or f"HTTP {status}"
+        where: dict[str, Any] = {
+            "provider": self.name,
+            "status": status,
+            "request_id": headers.get("x-request-id"),
+        }
+        described = f"{code}: {message}" if code else message
+        if code == "context_length_exceeded" or "maximum context length" in message.lower():
+            return ContextLengthError(described, **where)
+        if status in (401, 403):
+            return AuthenticationError(described, **where)
+        if code == "insufficient_quota":
+            return ModelCallError(described, **where)
+        if status in _RETRYABLE_STATUSES:
+            retry_after = _seconds(headers.get("retry-after")) or _seconds(
+                headers.get("retry-after-ms"), 0.001
+            )
+            return RetryableError(described, retry_after=retry_after, **where)
+        if status == 400:
+            return BadRequestError(described, **where)
+        return ModelCallError(described, **where)
+
+
+__all__ = [
+    "ACTION_SPACES",
+    "API_KEY_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_DISPLAY",
+    "ResponsesProvider",
+    "png_size",
+    "quote_thought",
+    "render_input",
+]
