@@ -202,7 +202,10 @@ class ConfigurationError(OsharmError, ValueError):
 class Provider(Protocol):
     """The pure half of an adapter: request encoding and reply decoding for one wire format."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """A short label for errors and logs (`openai`, `anthropic`, ...)."""
+        ...
 
     def encode(self, request: ModelRequest) -> HttpCall:
         """The HTTP call that asks the model for `request`."""

@@ -1,0 +1,433 @@
+"""The model-call engine: any `Provider` over httpx, with retries and the context-length fallback.
+
+One call is written once, as data and pure functions:
+
+* `call_flow` is a generator that yields `PendingCall`s (the request and the
+  HTTP call for it) and receives each one's `Delivered` reply, or has the
+  typed error thrown in; it decides the context-length fallback and returns
+  the `ModelResponse`;
+* `interpret` turns one HTTP reply into a `ProviderReply` or a typed error;
+* `transport_error` turns an httpx exception into a typed error.
+
+`HttpModelClient.complete` and `.acomplete` are thin shells that drive that
+flow: each pending call is sent with `stamina.retry_context` applying the
+client's `RetryPolicy`, the sync one with `httpx.Client`, the async one with
+`httpx.AsyncClient`. Keys live only in `HttpCall.headers`, which is never
+logged; error text the server echoes is scrubbed of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Generator, Mapping
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Self
+
+import attrs
+import httpx
+import stamina
+
+from adapters.base import (
+    ContextLengthError,
+    HttpCall,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ProviderReply,
+    ResponseDecodeError,
+    RetryableError,
+    redact,
+    request_id_from,
+    secret_values,
+)
+from adapters.retry import RetryPolicy, retry_after_from_headers, stamina_arguments
+
+logger = logging.getLogger(__name__)
+
+#: Read (and write, pool) timeout 120 s, connect timeout 10 s.
+DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
+#: Enough pooled connections for many agents sharing one client.
+DEFAULT_LIMITS: Final = httpx.Limits(max_connections=128, max_keepalive_connections=64)
+
+
+@attrs.frozen
+class PendingCall:
+    """One request the flow wants answered: the request, its HTTP call, whether it is the fallback."""
+
+    request: ModelRequest
+    call: HttpCall
+    fallback: bool = False
+
+
+@attrs.frozen
+class Delivered:
+    """A decoded reply handed back to the flow, with the number of HTTP tries so far."""
+
+    reply: ProviderReply
+    tries: int
+
+
+def shortened(request: ModelRequest) -> ModelRequest | None:
+    """The context-length fallback: only the system message and the latest user message.
+
+    `None` when that would send the same messages again (nothing to drop) or
+    there is no user message. A stateful continuation is dropped too: the
+    shortened request starts a fresh conversation.
+    """
+    messages = request.messages
+    system = messages[:1] if messages and messages[0].role == "system" else ()
+    users = [m for m in messages[len(system) :] if m.role == "user"]
+    if not users:
+        return None
+    kept = (*system, users[-1])
+    if kept == messages and request.continuation is None:
+        return None
+    return attrs.evolve(request, messages=kept, continuation=None)
+
+
+def call_flow(
+    provider: Provider, request: ModelRequest
+) -> Generator[PendingCall, Delivered, ModelResponse]:
+    """The logic of one model call, without I/O: ask, and on a context-length error ask once shorter."""
+    first = PendingCall(request, provider.encode(request))
+    try:
+        done = yield first
+    except ContextLengthError:
+        shorter = shortened(request)
+        if shorter is None:
+            raise
+        logger.warning(
+            "%s: prompt too long for the context window; retrying once with the system "
+            "message and the latest user message",
+            provider.name,
+        )
+        done = yield PendingCall(shorter, provider.encode(shorter), fallback=True)
+        return _response(done, fallback=True)
+    return _response(done, fallback=False)
+
+
+def _response(done: Delivered, *, fallback: bool) -> ModelResponse:
+    reply = done.reply
+    return ModelResponse(
+        text=reply.text,
+        usage=reply.usage,
+        model=reply.model,
+        tries=done.tries,
+        raw=reply.raw,
+        context_fallback=fallback,
+        continuation=reply.continuation,
+    )
+
+
+def _scrub(error: ModelCallError, secrets: tuple[str, ...]) -> ModelCallError:
+    if secrets:
+        error.message = redact(error.message, secrets)
+        error.args = (error.message,)
+    return error
+
+
+def interpret(
+    provider: Provider,
+    pending: PendingCall,
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    now: datetime,
+) -> ProviderReply:
+    """One HTTP reply as a decoded `ProviderReply`, or raise the typed error it means.
+
+    A 2xx reply that is not JSON, or that the provider cannot read, is a
+    `ResponseDecodeError`. Other statuses go to the provider's `error()`; the
+    request id, status and `Retry-After` are filled in where it left them out.
+    """
+    secrets = secret_values(pending.call.headers)
+    rid = request_id_from(headers)
+    try:
+        body: Any = json.loads(content) if content else None
+        parsed = content != b""
+    except ValueError:
+        body, parsed = None, False
+    if 200 <= status < 300:
+        try:
+            if not parsed:
+                raise ResponseDecodeError(
+                    "reply body is not JSON", provider=provider.name, status=status
+                )
+            return provider.decode(pending.request, body)
+        except ModelCallError as failed:
+            _fill(failed, status, rid, pending.request.model)
+            raise _scrub(failed, secrets) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            unreadable = ResponseDecodeError(
+                f"unexpected reply shape ({type(exc).__name__}: {exc})",
+                provider=provider.name,
+                status=status,
+                request_id=rid,
+                model=pending.request.model,
+            )
+            raise _scrub(unreadable, secrets) from None
+    text = content.decode("utf-8", errors="replace")
+    error = provider.error(status, headers, body, text)
+    _fill(error, status, rid, pending.request.model)
+    if isinstance(error, RetryableError) and error.retry_after is None:
+        error.retry_after = retry_after_from_headers(headers, now)
+    raise _scrub(error, secrets)
+
+
+def _fill(error: ModelCallError, status: int, rid: str | None, model: str) -> None:
+    if error.status is None:
+        error.status = status
+    if error.request_id is None:
+        error.request_id = rid
+    if error.model is None:
+        error.model = model
+
+
+_RETRYABLE_TRANSPORT: Final = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    httpx.ProxyError,
+    httpx.DecodingError,
+)
+
+
+def transport_error(
+    provider: str, exc: httpx.RequestError, secrets: tuple[str, ...] = ()
+) -> ModelCallError:
+    """The typed error for an httpx failure that produced no reply.
+
+    Timeouts, connection and TLS failures, dropped connections and corrupt
+    transfers are retryable; a bad URL or a local protocol error is not.
+    """
+    what = str(exc) or type(exc).__name__
+    message = f"{type(exc).__name__}: {what}"
+    error: ModelCallError
+    if isinstance(exc, _RETRYABLE_TRANSPORT):
+        error = RetryableError(message, provider=provider)
+    else:
+        error = ModelCallError(message, provider=provider)
+    return _scrub(error, secrets)
+
+
+class _Run:
+    """The state of one call the shells drive: the flow, the pending call, the tries so far."""
+
+    def __init__(self, provider: Provider, request: ModelRequest) -> None:
+        self.provider = provider
+        self.tries = 0
+        self._flow = call_flow(provider, request)
+        self.pending: PendingCall | None = next(self._flow)
+        self.response: ModelResponse | None = None
+
+    def secrets(self) -> tuple[str, ...]:
+        return secret_values(self.pending.call.headers) if self.pending else ()
+
+    def reply(self, status: int, headers: Mapping[str, str], content: bytes) -> ProviderReply:
+        assert self.pending is not None
+        return interpret(
+            self.provider, self.pending, status, headers, content, now=datetime.now(UTC)
+        )
+
+    def settle(self, outcome: ProviderReply | ModelCallError) -> None:
+        try:
+            if isinstance(outcome, ModelCallError):
+                outcome.tries = self.tries
+                self.pending = self._flow.throw(outcome)
+            else:
+                self.pending = self._flow.send(Delivered(outcome, self.tries))
+        except StopIteration as stop:
+            self.pending = None
+            self.response = stop.value
+
+    def result(self) -> ModelResponse:
+        assert self.response is not None
+        return self.response
+
+
+class HttpModelClient:
+    """A `ModelClient` that drives one `Provider` over httpx, sync or async.
+
+    Pass your own pooled `http_client` / `async_http_client` to share them;
+    otherwise one of each is built on first use (a new async one per event
+    loop) and closed by `close()` / `aclose()`. Every request carries
+    `timeout` (default: read 120 s, connect 10 s), whatever the given client's
+    own default. `retry` defaults to `RetryPolicy()`. `model`, when set, is the
+    model name sent on the wire for every request (the registry sets it for
+    prefixed names such as `compat/llama3`).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+        self.model = model
+        self._given_client = http_client
+        self._given_async_client = async_http_client
+        self._own_client: httpx.Client | None = None
+        self._own_async: httpx.AsyncClient | None = None
+        self._own_async_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        model = f", model={self.model!r}" if self.model else ""
+        return f"HttpModelClient(provider={self.provider.name!r}{model}, retry={self.retry!r})"
+
+    # -- the shells ---------------------------------------------------------
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Call the model, retrying per the policy; raise a typed `ModelCallError` on failure."""
+        run = _Run(self.provider, self._wire(request))
+        client = self._client()
+        while (pending := run.pending) is not None:
+            try:
+                for attempt in stamina.retry_context(**stamina_arguments(self.retry)):
+                    with attempt:
+                        run.tries += 1
+                        started = time.perf_counter()
+                        try:
+                            response = client.request(
+                                pending.call.method,
+                                pending.call.url,
+                                headers=dict(pending.call.headers),
+                                json=pending.call.json,
+                                timeout=self.timeout,
+                            )
+                        except httpx.RequestError as exc:
+                            raise self._failed(run, exc) from None
+                        self._log(run, response.status_code, started)
+                        reply = run.reply(response.status_code, response.headers, response.content)
+            except ModelCallError as error:
+                run.settle(error)
+            else:
+                run.settle(reply)
+        return run.result()
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        """Call the model without blocking the event loop; same retries and errors as `complete`."""
+        run = _Run(self.provider, self._wire(request))
+        client = self._async_client()
+        while (pending := run.pending) is not None:
+            try:
+                async for attempt in stamina.retry_context(**stamina_arguments(self.retry)):
+                    with attempt:
+                        run.tries += 1
+                        started = time.perf_counter()
+                        try:
+                            response = await client.request(
+                                pending.call.method,
+                                pending.call.url,
+                                headers=dict(pending.call.headers),
+                                json=pending.call.json,
+                                timeout=self.timeout,
+                            )
+                        except httpx.RequestError as exc:
+                            raise self._failed(run, exc) from None
+                        self._log(run, response.status_code, started)
+                        reply = run.reply(response.status_code, response.headers, response.content)
+            except ModelCallError as error:
+                run.settle(error)
+            else:
+                run.settle(reply)
+        return run.result()
+
+    # -- helpers ------------------------------------------------------------
+
+    def _wire(self, request: ModelRequest) -> ModelRequest:
+        if self.model is None or request.model == self.model:
+            return request
+        return attrs.evolve(request, model=self.model)
+
+    def _failed(self, run: _Run, exc: httpx.RequestError) -> ModelCallError:
+        error = transport_error(self.provider.name, exc, run.secrets())
+        logger.debug("%s try %d failed: %s", self.provider.name, run.tries, error.message)
+        return error
+
+    def _log(self, run: _Run, status: int, started: float) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            elapsed = time.perf_counter() - started
+            logger.debug(
+                "%s try %d: HTTP %d in %.3f s", self.provider.name, run.tries, status, elapsed
+            )
+
+    def _client(self) -> httpx.Client:
+        if self._given_client is not None:
+            return self._given_client
+        with self._lock:
+            if self._own_client is None:
+                self._own_client = httpx.Client(timeout=self.timeout, limits=DEFAULT_LIMITS)
+            return self._own_client
+
+    def _async_client(self) -> httpx.AsyncClient:
+        if self._given_async_client is not None:
+            return self._given_async_client
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (e.g. trio): one client for everything
+            loop = None
+        with self._lock:
+            owner = self._own_async_loop() if self._own_async_loop is not None else None
+            if self._own_async is None or owner is not loop:
+                # Connections pooled in another event loop cannot be used in this one.
+                self._own_async = httpx.AsyncClient(timeout=self.timeout, limits=DEFAULT_LIMITS)
+                self._own_async_loop = weakref.ref(loop) if loop is not None else None
+            return self._own_async
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the sync httpx client this object built (never one that was passed in)."""
+        with self._lock:
+            client, self._own_client = self._own_client, None
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """Close the clients this object built (never ones passed in)."""
+        self.close()
+        with self._lock:
+            client, self._own_async, self._own_async_loop = self._own_async, None, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except RuntimeError:  # built in an event loop that has finished
+                logger.debug("could not close an async client from a finished event loop")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
