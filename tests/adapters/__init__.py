@@ -1,0 +1,1 @@
+"""Tests of the model adapters: providers, the client engine, retries, the registry."""
