@@ -22,16 +22,18 @@ from typing import Any, Final, Literal
 import attrs
 
 from adapters.base import (
-    AuthenticationError,
-    BadRequestError,
     ContextLengthError,
     HttpCall,
     ModelCallError,
     ModelRequest,
     ProviderReply,
+    QuotaExceededError,
     ResponseDecodeError,
     RetryableError,
     Usage,
+    error_for_status,
+    is_retryable_status,
+    request_id_from,
 )
 from osharm_core import ImagePart, Message, TextPart
 
@@ -43,7 +45,6 @@ API_KEY_ENV: Final = "ANTHROPIC_API_KEY"
 #: Which sampling parameters a model accepts: both, only temperature, or neither.
 Sampling = Literal["both", "temperature", "none"]
 
-_RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504, 529})
 _MAGIC: Final = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -232,36 +233,32 @@ class AnthropicProvider:
         self, status: int, headers: Mapping[str, str], body: Any, text: str
     ) -> ModelCallError:
         """The typed error for a non-2xx reply: overload and rate limits retry, a long prompt falls back."""
-        headers = {k.lower(): v for k, v in headers.items()}
         detail = body.get("error") if isinstance(body, Mapping) else None
         detail = detail if isinstance(detail, Mapping) else {}
         kind = detail.get("type") if isinstance(detail.get("type"), str) else ""
         message = detail.get("message") if isinstance(detail.get("message"), str) else ""
-        message = message or text[:500] or f"HTTP {status}"
-        request_id = headers.get("request-id") or (
-            body.get("request_id") if isinstance(body, Mapping) else None
-        )
+        message = message or text.strip()[:500] or f"HTTP {status} with an empty body"
+        described = f"{kind}: {message}" if kind else message
+        body_id = body.get("request_id") if isinstance(body, Mapping) else None
         where: dict[str, Any] = {
             "provider": self.name,
-            "status": status,
-            "request_id": request_id if isinstance(request_id, str) else None,
+            "request_id": request_id_from(headers)
+            or (body_id if isinstance(body_id, str) else None),
         }
-        text_kind = f"{kind}: {message}" if kind else message
         if status == 413 or (status == 400 and "prompt is too long" in message.lower()):
-            return ContextLengthError(text_kind, **where)
-        if status in (401, 403):
-            return AuthenticationError(text_kind, **where)
+            return ContextLengthError(described, status=status, **where)
         details = detail.get("details")
         if (
             isinstance(details, Mapping)
             and details.get("error_code") == "enforced_spend_limit_reached"
         ):
-            return ModelCallError(text_kind, **where)
-        if status in _RETRYABLE_STATUSES or kind in ("overloaded_error", "api_error"):
-            return RetryableError(text_kind, retry_after=_retry_after(headers), **where)
-        if status == 400:
-            return BadRequestError(text_kind, **where)
-        return ModelCallError(text_kind, **where)
+            return QuotaExceededError(described, status=status, **where)
+        if is_retryable_status(status) or kind in ("overloaded_error", "api_error"):
+            lowered = {k.lower(): v for k, v in headers.items()}
+            return RetryableError(
+                described, retry_after=_retry_after(lowered), status=status, **where
+            )
+        return error_for_status(status, described, **where)
 
 
 __all__ = [

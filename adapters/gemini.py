@@ -28,15 +28,18 @@ import attrs
 from adapters.anthropic import media_type
 from adapters.base import (
     AuthenticationError,
-    BadRequestError,
     ContextLengthError,
     HttpCall,
     ModelCallError,
     ModelRequest,
     ProviderReply,
+    QuotaExceededError,
     ResponseDecodeError,
     RetryableError,
     Usage,
+    error_for_status,
+    is_retryable_status,
+    request_id_from,
 )
 from osharm_core import ImagePart, Message, TextPart
 
@@ -44,7 +47,6 @@ DEFAULT_BASE_URL: Final = "https://generativelanguage.googleapis.com"
 #: The environment variables `client_for` reads the key from, in order (the second is the reference's name).
 API_KEY_ENVS: Final = ("GEMINI_API_KEY", "GENAI_API_KEY")
 
-_RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE_CODES: Final = frozenset(
     {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"}
 )
@@ -54,7 +56,6 @@ _TOO_LONG: Final = re.compile(
     r"exceeds the maximum number of tokens|input token count|context (window|length)", re.IGNORECASE
 )
 _SECONDS: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-_REQUEST_ID_HEADERS: Final = ("x-request-id", "x-goog-request-id", "x-cloud-trace-context")
 
 
 def _part(part: TextPart | ImagePart) -> dict[str, Any] | None:
@@ -115,6 +116,17 @@ def _reasons(details: object) -> set[str]:
         for d in (details if isinstance(details, list) else ())
         if isinstance(d, Mapping) and isinstance(d.get("reason"), str)
     }
+
+
+def _daily_quota(details: object) -> bool:
+    """Whether a `google.rpc.QuotaFailure` detail names a per-day quota (waiting minutes will not help)."""
+    for detail in details if isinstance(details, list) else ():
+        violations = detail.get("violations") if isinstance(detail, Mapping) else None
+        for violation in violations if isinstance(violations, list) else ():
+            quota = violation.get("quotaId") if isinstance(violation, Mapping) else None
+            if isinstance(quota, str) and "PerDay" in quota:
+                return True
+    return False
 
 
 @attrs.frozen(kw_only=True)
@@ -217,20 +229,24 @@ class GeminiProvider:
         detail = detail if isinstance(detail, Mapping) else {}
         code = detail.get("status") if isinstance(detail.get("status"), str) else ""
         message = detail.get("message") if isinstance(detail.get("message"), str) else ""
-        message = message or text[:500] or f"HTTP {status}"
-        request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
-        where: dict[str, Any] = {"provider": self.name, "status": status, "request_id": request_id}
+        message = message or text.strip()[:500] or f"HTTP {status} with an empty body"
+        where: dict[str, Any] = {
+            "provider": self.name,
+            "request_id": request_id_from(headers),
+        }
         described = f"{code}: {message}" if code else message
         details = detail.get("details")
         if status in (401, 403) or code in _AUTH_CODES or _reasons(details) & _AUTH_REASONS:
-            return AuthenticationError(described, **where)
+            return AuthenticationError(described, status=status, **where)
         if status == 400 and _TOO_LONG.search(message):
-            return ContextLengthError(described, **where)
-        if status in _RETRYABLE_STATUSES or code in _RETRYABLE_CODES:
-            return RetryableError(described, retry_after=_retry_delay(headers, details), **where)
-        if status == 400:
-            return BadRequestError(described, **where)
-        return ModelCallError(described, **where)
+            return ContextLengthError(described, status=status, **where)
+        if status == 429 and _daily_quota(details):
+            return QuotaExceededError(described, status=status, **where)
+        if is_retryable_status(status) or code in _RETRYABLE_CODES:
+            return RetryableError(
+                described, retry_after=_retry_delay(headers, details), status=status, **where
+            )
+        return error_for_status(status, described, **where)
 
 
 __all__ = ["API_KEY_ENVS", "DEFAULT_BASE_URL", "GeminiProvider", "render_contents"]

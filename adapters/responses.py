@@ -31,19 +31,16 @@ from typing import Any, Final
 import attrs
 
 from adapters.base import (
-    AuthenticationError,
-    BadRequestError,
     ConfigurationError,
-    ContextLengthError,
     HttpCall,
     ModelCallError,
     ModelRequest,
     ProviderReply,
     ResponseDecodeError,
-    RetryableError,
     Usage,
 )
 from adapters.cua_actions import UnsupportedComputerAction, to_computer_13, to_pyautogui
+from adapters.openai_chat import chat_error
 from osharm_core import Continuation, ImagePart, Message, TextPart
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
@@ -53,7 +50,6 @@ API_KEY_ENV: Final = "OPENAI_API_KEY"
 DEFAULT_DISPLAY: Final = (1920, 1080)
 ACTION_SPACES: Final = ("pyautogui", "computer_13")
 _SPECIAL: Final = frozenset({"WAIT", "DONE", "FAIL"})
-_RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 _PNG: Final = b"\x89PNG\r\n\x1a\n"
 _STEP_PAUSE: Final = "time.sleep(0.5)"
 _WAIT_PAUSE: Final = "time.sleep(2)"
@@ -232,13 +228,6 @@ def _count(usage: object, field: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _seconds(value: str | None, scale: float = 1.0) -> float | None:
-    try:
-        return float(value) * scale if value is not None else None
-    except ValueError:
-        return None
-
-
 @attrs.frozen(kw_only=True)
 class ResponsesProvider:
     """`computer-use-preview` over the Responses API. Pure: the engine in `adapters.client` does the I/O.
@@ -397,33 +386,8 @@ class ResponsesProvider:
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str
     ) -> ModelCallError:
-        """The typed error for a non-2xx reply (OpenAI's `{"error": {"message", "type", "code"}}`)."""
-        headers = {k.lower(): v for k, v in headers.items()}
-        detail = body.get("error") if isinstance(body, Mapping) else None
-        detail = detail if isinstance(detail, Mapping) else {}
-        code = detail.get("code") if isinstance(detail.get("code"), str) else ""
-        message = detail.get("message") if isinstance(detail.get("message"), str) else ""
-        message = message or text[:500] or f"HTTP {status}"
-        where: dict[str, Any] = {
-            "provider": self.name,
-            "status": status,
-            "request_id": headers.get("x-request-id"),
-        }
-        described = f"{code}: {message}" if code else message
-        if code == "context_length_exceeded" or "maximum context length" in message.lower():
-            return ContextLengthError(described, **where)
-        if status in (401, 403):
-            return AuthenticationError(described, **where)
-        if code == "insufficient_quota":
-            return ModelCallError(described, **where)
-        if status in _RETRYABLE_STATUSES:
-            retry_after = _seconds(headers.get("retry-after")) or _seconds(
-                headers.get("retry-after-ms"), 0.001
-            )
-            return RetryableError(described, retry_after=retry_after, **where)
-        if status == 400:
-            return BadRequestError(described, **where)
-        return ModelCallError(described, **where)
+        """The typed error for a non-2xx reply: OpenAI's error format (see `adapters.openai_chat.chat_error`)."""
+        return chat_error(self.name, status, headers, body, text)
 
 
 __all__ = [

@@ -1,0 +1,387 @@
+"""The Responses API provider for computer-use-preview: chaining, conversion, safety checks."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from PIL import Image
+
+from adapters.base import (
+    ConfigurationError,
+    ContextLengthError,
+    ModelRequest,
+    ResponseDecodeError,
+    RetryableError,
+)
+from adapters.responses import ResponsesProvider, png_size, quote_thought
+from osharm_core import Continuation, ImagePart, Message, TextPart
+from tests.strategies import any_text
+
+KEY = "sk-proj-test-0123456789"
+MODEL = "computer-use-preview"
+
+#: The shape of the computer-use guide's first reply: a reasoning summary and one click.
+DOCUMENTED_REPLY: dict[str, Any] = {
+    "id": "resp_67cc0001",
+    "object": "response",
+    "status": "completed",
+    "model": "computer-use-preview-2025-03-11",
+    "output": [
+        {
+            "type": "reasoning",
+            "id": "rs_67cc0002",
+            "summary": [{"type": "summary_text", "text": "Clicking on the browser address bar."}],
+        },
+        {
+            "type": "computer_call",
+            "id": "cu_67cc0003",
+            "call_id": "call_zw3",
+            "action": {"type": "click", "button": "left", "x": 156, "y": 50},
+            "pending_safety_checks": [],
+            "status": "completed",
+        },
+    ],
+    "usage": {"input_tokens": 1200, "output_tokens": 40, "total_tokens": 1240},
+}
+
+
+def _png(width: int, height: int) -> ImagePart:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
+    return ImagePart(base64.b64encode(buffer.getvalue()).decode())
+
+
+@pytest.fixture(scope="module")
+def screenshot(observations_dir: Path) -> ImagePart:
+    """A real 1920x1080 desktop screenshot, base64 as the core hands it over."""
+    data = (observations_dir / "thunar_context_menu.png").read_bytes()
+    return ImagePart(base64.b64encode(data).decode())
+
+
+def _conversation(image: ImagePart | None) -> tuple[Message, ...]:
+    parts: tuple[TextPart | ImagePart, ...] = (TextPart("Given the screenshot, what next?"),)
+    return (
+        Message("system", (TextPart("You operate an Ubuntu desktop."),)),
+        Message("user", parts + ((image,) if image else ())),
+        Message("assistant", (TextPart("```python\npyautogui.click(1, 2)\n```"),)),
+        Message("user", parts + ((image,) if image else ())),
+    )
+
+
+def _request(
+    messages: tuple[Message, ...] = (),
+    *,
+    continuation: Continuation | None = None,
+    action_space: str = "pyautogui",
+) -> ModelRequest:
+    return ModelRequest(
+        model=MODEL, messages=messages, continuation=continuation, action_space=action_space
+    )
+
+
+def _reply(*items: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"id": "resp_2", "status": "completed", "model": MODEL, "output": list(items), **extra}
+
+
+def _call(call_id: str, action: dict[str, Any], checks: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "type": "computer_call",
+        "id": f"cu_{call_id}",
+        "call_id": call_id,
+        "action": action,
+        "pending_safety_checks": checks or [],
+        "status": "completed",
+    }
+
+
+def _message(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def test_first_request_sends_the_whole_history(screenshot: ImagePart) -> None:
+    """Without a continuation: instructions, input_text/input_image user parts, output_text assistant parts."""
+    call = ResponsesProvider(api_key=KEY).encode(_request(_conversation(screenshot)))
+    assert call.url == "https://api.openai.com/v1/responses"
+    assert call.headers["authorization"] == f"Bearer {KEY}"
+    body = call.json
+    assert body["model"] == MODEL
+    assert body["instructions"] == "You operate an Ubuntu desktop."
+    assert body["truncation"] == "auto"
+    assert body["reasoning"] == {"summary": "concise"}
+    assert body["tools"] == [
+        {
+            "type": "computer_use_preview",
+            "display_width": 1920,
+            "display_height": 1080,
+            "environment": "linux",
+        }
+    ]
+    assert "previous_response_id" not in body
+    user = {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "Given the screenshot, what next?"},
+            {"type": "input_image", "image_url": screenshot.data_url, "detail": "high"},
+        ],
+    }
+    assistant = {
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "```python\npyautogui.click(1, 2)\n```"}],
+    }
+    assert body["input"] == [user, assistant, user]
+
+
+def test_display_size_comes_from_the_latest_screenshot() -> None:
+    """The tool's display size is the PNG's own size; without a screenshot, the configured one."""
+    provider = ResponsesProvider(api_key=KEY, display=(1280, 720), environment="ubuntu")
+    tool = provider.encode(_request(_conversation(_png(800, 600)))).json["tools"][0]
+    assert (tool["display_width"], tool["display_height"], tool["environment"]) == (
+        800,
+        600,
+        "ubuntu",
+    )
+    tool = provider.encode(_request(_conversation(None))).json["tools"][0]
+    assert (tool["display_width"], tool["display_height"]) == (1280, 720)
+
+
+def test_continuation_answers_each_call_with_the_current_screenshot(screenshot: ImagePart) -> None:
+    """A continued chain sends previous_response_id and one computer_call_output per pending call."""
+    current = _png(1920, 1080)
+    messages = (*_conversation(screenshot)[:-1], Message("user", (TextPart("next"), current)))
+    continuation = Continuation(
+        response_id="resp_1",
+        call_ids=("call_a", "call_b"),
+        safety_checks=(("sc_1", "malicious_instructions", "careful"),),
+    )
+    body = ResponsesProvider(api_key=KEY).encode(_request(messages, continuation=continuation)).json
+    assert body["previous_response_id"] == "resp_1"
+    assert body["instructions"] == "You operate an Ubuntu desktop."
+    assert body["input"] == [
+        {
+            "type": "computer_call_output",
+            "call_id": call_id,
+            "output": {"type": "computer_screenshot", "image_url": current.data_url},
+        }
+        for call_id in ("call_a", "call_b")
+    ]
+    assert "acknowledged_safety_checks" not in json.dumps(body)
+
+
+def test_continuation_can_resend_the_user_text(screenshot: ImagePart) -> None:
+    """With resend_user_text the latest user text follows the call outputs."""
+    continuation = Continuation(response_id="resp_1", call_ids=("call_a",))
+    provider = ResponsesProvider(api_key=KEY, resend_user_text=True, reasoning_summary=None)
+    body = provider.encode(_request(_conversation(screenshot), continuation=continuation)).json
+    assert "reasoning" not in body
+    assert body["input"][-1] == {
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Given the screenshot, what next?"}],
+    }
+
+
+def test_continuation_without_calls_sends_the_latest_user_message(screenshot: ImagePart) -> None:
+    """After a reply with no computer_call, the chain continues with the new user message."""
+    continuation = Continuation(response_id="resp_1")
+    body = (
+        ResponsesProvider(api_key=KEY)
+        .encode(_request(_conversation(screenshot), continuation=continuation))
+        .json
+    )
+    assert body["previous_response_id"] == "resp_1"
+    assert [item["role"] for item in body["input"]] == ["user"]
+    assert body["input"][0]["content"][1]["type"] == "input_image"
+
+
+def test_continuation_needs_a_screenshot() -> None:
+    """Pending calls cannot be answered without a screenshot: a ConfigurationError says so."""
+    continuation = Continuation(response_id="resp_1", call_ids=("call_a",))
+    with pytest.raises(ConfigurationError, match="screenshot"):
+        ResponsesProvider(api_key=KEY).encode(
+            _request(_conversation(None), continuation=continuation)
+        )
+
+
+def test_unknown_action_space_is_refused_before_any_call() -> None:
+    """Only pyautogui and computer_13 are conversion targets."""
+    with pytest.raises(ConfigurationError, match="computer_13"):
+        ResponsesProvider(api_key=KEY).encode(_request(action_space="som_tags"))
+
+
+def test_documented_reply_becomes_pyautogui_code() -> None:
+    """The reasoning summary is the thought, the click one python block; the chain position is kept."""
+    reply = ResponsesProvider(api_key=KEY).decode(_request(), DOCUMENTED_REPLY)
+    assert reply.text == (
+        "Clicking on the browser address bar.\n\n```python\npyautogui.click(156, 50)\n```"
+    )
+    assert reply.continuation == Continuation(response_id="resp_67cc0001", call_ids=("call_zw3",))
+    assert reply.model == "computer-use-preview-2025-03-11"
+    assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.total_tokens) == (
+        1200,
+        40,
+        1240,
+    )
+    assert reply.raw is DOCUMENTED_REPLY
+
+
+def test_documented_reply_becomes_computer_13_json() -> None:
+    """In the computer_13 space every converted action is one json block."""
+    reply = ResponsesProvider(api_key=KEY).decode(
+        _request(action_space="computer_13"), DOCUMENTED_REPLY
+    )
+    action = {"action_type": "CLICK", "x": 156, "y": 50, "button": "left", "num_clicks": 1}
+    assert reply.text == (
+        f"Clicking on the browser address bar.\n\n```json\n{json.dumps(action)}\n```"
+    )
+
+
+@pytest.mark.parametrize("space", ["pyautogui", "computer_13"])
+def test_final_message_is_done(space: str) -> None:
+    """A reply with only a message (no computer_call) is its text and then DONE on its own line."""
+    body = _reply(_message("The file is saved."))
+    reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
+    assert reply.text == "The file is saved.\n\nDONE"
+    assert reply.continuation == Continuation(response_id="resp_2")
+
+
+def test_several_calls_and_waits_share_one_block() -> None:
+    """Calls are joined in order with short pauses; a wait among them becomes a sleep."""
+    body = _reply(
+        _call("c1", {"type": "click", "button": "left", "x": 1, "y": 2}),
+        _call("c2", {"type": "wait"}),
+        _call("c3", {"type": "screenshot"}),
+        _call("c4", {"type": "type", "text": "hello"}),
+    )
+    reply = ResponsesProvider(api_key=KEY).decode(_request(), body)
+    assert reply.text == (
+        "```python\npyautogui.click(1, 2)\ntime.sleep(0.5)\ntime.sleep(2)\ntime.sleep(0.5)\n"
+        "pyautogui.typewrite('hello')\n```"
+    )
+    assert reply.continuation is not None
+    assert reply.continuation.call_ids == ("c1", "c2", "c3", "c4")
+
+
+def test_batched_actions_are_read_too() -> None:
+    """A computer_call carrying an `actions` list converts every action in it."""
+    item = _call("c1", {"type": "wait"})
+    del item["action"]
+    item["actions"] = [{"type": "move", "x": 3, "y": 4}, {"type": "keypress", "keys": ["ENTER"]}]
+    reply = ResponsesProvider(api_key=KEY).decode(_request(), _reply(item))
+    assert "pyautogui.moveTo(3, 4)\ntime.sleep(0.5)\npyautogui.press('enter')" in reply.text
+
+
+@pytest.mark.parametrize(
+    ("space", "text"),
+    [("pyautogui", "WAIT"), ("computer_13", '```json\n{"action_type": "WAIT"}\n```')],
+)
+@pytest.mark.parametrize("action", [{"type": "wait"}, {"type": "screenshot"}])
+def test_only_waiting_or_looking_is_wait(space: str, text: str, action: dict[str, Any]) -> None:
+    """A reply that only waits or asks for a screenshot is WAIT: the next step sends one anyway."""
+    reply = ResponsesProvider(api_key=KEY).decode(
+        _request(action_space=space), _reply(_call("c", action))
+    )
+    assert reply.text == text
+
+
+def test_pending_safety_checks_are_surfaced_not_acknowledged() -> None:
+    """Pending checks land in the continuation, the thought text and raw; nothing acknowledges them."""
+    check = {
+        "id": "sc_1",
+        "code": "malicious_instructions",
+        "message": "Odd instructions on screen.",
+    }
+    body = _reply(_call("c1", {"type": "click", "button": "left", "x": 5, "y": 5}, [check]))
+    reply = ResponsesProvider(api_key=KEY).decode(_request(), body)
+    assert reply.continuation is not None
+    assert reply.continuation.safety_checks == (
+        ("sc_1", "malicious_instructions", "Odd instructions on screen."),
+    )
+    assert "malicious_instructions" in reply.text
+    assert "not acknowledged" in reply.text
+    assert reply.raw["output"][0]["pending_safety_checks"] == [check]
+
+
+def test_unknown_action_is_a_typed_error() -> None:
+    """An action the converter does not know raises ResponseDecodeError naming it."""
+    body = _reply(_call("c1", {"type": "zoom", "x": 1, "y": 1}))
+    with pytest.raises(ResponseDecodeError, match="zoom"):
+        ResponsesProvider(api_key=KEY).decode(_request(), body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _reply(status="failed", error={"code": "server_error", "message": "boom"}),
+        _reply(status="incomplete", incomplete_details={"reason": "max_output_tokens"}),
+        {"id": "resp_3"},
+        None,
+    ],
+)
+def test_unusable_replies_are_typed_errors(body: Any) -> None:
+    """A failed, empty or malformed response raises ResponseDecodeError."""
+    with pytest.raises(ResponseDecodeError):
+        ResponsesProvider(api_key=KEY).decode(_request(), body)
+
+
+def test_errors_follow_openai_rules() -> None:
+    """Error replies use the OpenAI format: context_length_exceeded falls back, 429 retries."""
+    provider = ResponsesProvider(api_key=KEY)
+    too_long = {
+        "error": {
+            "message": "too long",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    }
+    assert isinstance(
+        provider.error(400, {"x-request-id": "req_9"}, too_long, ""), ContextLengthError
+    )
+    limited = provider.error(
+        429, {}, {"error": {"message": "Rate limit reached", "code": None}}, ""
+    )
+    assert isinstance(limited, RetryableError)
+
+
+def test_key_never_in_repr(screenshot: ImagePart) -> None:
+    """Neither the provider nor its encoded call shows the key."""
+    provider = ResponsesProvider(api_key=KEY)
+    assert KEY not in repr(provider)
+    assert KEY not in repr(provider.encode(_request(_conversation(screenshot))))
+
+
+@given(st.integers(1, 2**31 - 1), st.integers(1, 2**31 - 1))
+def test_png_size_reads_any_header(width: int, height: int) -> None:
+    """Any IHDR width and height is read back from the first 32 base64 characters."""
+    head = b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", width, height) + bytes(9)
+    assert png_size(base64.b64encode(head).decode() + "garbage that is never decoded") == (
+        width,
+        height,
+    )
+
+
+@given(st.text(max_size=64))
+def test_png_size_never_raises(data: str) -> None:
+    """Anything that is not a base64 PNG gives None, never an exception."""
+    result = png_size(data)
+    assert result is None or (result[0] > 0 and result[1] > 0)
+
+
+@given(any_text)
+def test_quoted_thought_cannot_create_actions(text: str) -> None:
+    """Quoted model prose holds no code fence and no bare WAIT / DONE / FAIL line."""
+    quoted = quote_thought(text)
+    assert "```" not in quoted
+    for line in quoted.splitlines():
+        assert line.strip().upper() not in ("WAIT", "DONE", "FAIL")
