@@ -1,0 +1,220 @@
+"""Trajectory recording: one JSON line per agent step, images as files beside it.
+
+A recorded directory looks like this::
+
+    trajectory.jsonl      one JSON object per step (see `TrajectoryEntry`)
+    step_0001.png         the screenshot the agent saw at step 1 (when there was one)
+    step_0001.xml         the raw accessibility tree at step 1 (when there was one)
+    step_0001_som.png     the set-of-marks image sent at step 1 (`som` only)
+
+Each step is flushed and fsynced before `record` returns, so a crash loses
+nothing already done. The JSON holds no API key (the recorder never sees
+one) and no base64 image (images are files, the JSON names them). The
+screenshot and tree files make the directory a valid `ReplayEnv` directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import attrs
+
+from adapters.base import ModelResponse, Usage
+from osharm_core import Action, AgentConfig, Continuation, Mask, OsharmError
+
+TRAJECTORY_FILE: Final = "trajectory.jsonl"
+
+
+class TrajectoryError(OsharmError, ValueError):
+    """A trajectory file or an observation directory is missing, malformed, or used up."""
+
+
+class TrajectoryExistsError(OsharmError, FileExistsError):
+    """The recording directory already holds a trajectory (pass `overwrite=True` to replace it)."""
+
+
+@attrs.frozen(kw_only=True)
+class StepRecord:
+    """Everything the agent knows about one finished step, handed to a recorder.
+
+    `screenshot` and `accessibility_tree` are the raw observation (PNG bytes
+    and XML text, whichever the environment gave); `som_screenshot` is the
+    tagged PNG sent for `som`; `masks` the set-of-marks boxes.
+    """
+
+    instruction: str
+    config: AgentConfig
+    response: ModelResponse
+    actions: tuple[Action, ...] | None
+    latency: float
+    screenshot: bytes | None = attrs.field(default=None, repr=False)
+    accessibility_tree: str | None = attrs.field(default=None, repr=False)
+    som_screenshot: bytes | None = attrs.field(default=None, repr=False)
+    masks: tuple[Mask, ...] | None = None
+
+
+class Recorder(Protocol):
+    """Anything that can take a finished step (the agent calls it after every step)."""
+
+    def record(self, step: StepRecord) -> object:
+        """Keep one step."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class TrajectoryEntry:
+    """One line of `trajectory.jsonl`, as a value.
+
+    File names (`screenshot`, `som_screenshot`, `accessibility_tree`) are
+    relative to the trajectory's directory. `model` is the model the agent
+    was configured with, `response_model` the one that answered.
+    """
+
+    step: int
+    time: str = ""
+    instruction: str = ""
+    model: str = ""
+    response_model: str = ""
+    observation_type: str = "a11y_tree"
+    action_space: str = "pyautogui"
+    platform: str = "ubuntu"
+    response: str
+    actions: tuple[Action, ...] | None = None
+    usage: Usage = attrs.field(factory=Usage)
+    latency: float | None = None
+    tries: int = 1
+    context_fallback: bool = False
+    screenshot: str | None = None
+    som_screenshot: str | None = None
+    accessibility_tree: str | None = None
+    masks: tuple[Mask, ...] | None = None
+    continuation: Continuation | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the JSON object written on its line."""
+        return {
+            "step": self.step,
+            "time": self.time,
+            "instruction": self.instruction,
+            "model": self.model,
+            "response_model": self.response_model,
+            "observation_type": self.observation_type,
+            "action_space": self.action_space,
+            "platform": self.platform,
+            "response": self.response,
+            "actions": None if self.actions is None else list(self.actions),
+            "usage": attrs.asdict(self.usage),
+            "latency": self.latency,
+            "tries": self.tries,
+            "context_fallback": self.context_fallback,
+            "screenshot": self.screenshot,
+            "som_screenshot": self.som_screenshot,
+            "accessibility_tree": self.accessibility_tree,
+            "masks": None if self.masks is None else [list(m) for m in self.masks],
+            "continuation": None
+            if self.continuation is None
+            else {
+                "response_id": self.continuation.response_id,
+                "call_ids": list(self.continuation.call_ids),
+                "safety_checks": [list(c) for c in self.continuation.safety_checks],
+            },
+        }
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _fsync_write(path: Path, data: bytes, mode: str = "wb") -> None:
+    with path.open(mode) as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class TrajectoryRecorder:
+    """Writes a trajectory directory, one step at a time (an edge object: clock and files).
+
+    `directory` is created when missing. A directory that already holds a
+    `trajectory.jsonl` raises `TrajectoryExistsError` unless `overwrite=True`,
+    which deletes that file and the `step_*` files beside it first. Steps are
+    numbered from 1 for the recorder's lifetime (an agent reset does not
+    restart the numbering, so file names never collide). `clock` gives the
+    UTC time written with each step.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        overwrite: bool = False,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / TRAJECTORY_FILE
+        self._clock = clock
+        self._steps = 0
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            if not overwrite:
+                raise TrajectoryExistsError(
+                    f"{self.path} already exists; choose another directory or overwrite it"
+                )
+            self.path.unlink()
+            for old in self.directory.glob("step_[0-9]*.*"):
+                old.unlink()
+
+    @property
+    def steps(self) -> int:
+        """How many steps were recorded so far."""
+        return self._steps
+
+    def record(self, step: StepRecord) -> TrajectoryEntry:
+        """Write the step's images, then its JSON line; returns the entry written."""
+        number = self._steps + 1
+        stem = f"step_{number:04d}"
+        files: dict[str, str | None] = {}
+        for key, name, data in (
+            ("screenshot", f"{stem}.png", step.screenshot),
+            ("accessibility_tree", f"{stem}.xml", _utf8(step.accessibility_tree)),
+            ("som_screenshot", f"{stem}_som.png", step.som_screenshot),
+        ):
+            files[key] = None
+            if data is not None:
+                _fsync_write(self.directory / name, data)
+                files[key] = name
+        response = step.response
+        entry = TrajectoryEntry(
+            step=number,
+            time=self._clock().astimezone(UTC).isoformat(timespec="milliseconds"),
+            instruction=step.instruction,
+            model=step.config.model,
+            response_model=response.model,
+            observation_type=step.config.observation_type,
+            action_space=step.config.action_space,
+            platform=step.config.platform,
+            response=response.text,
+            actions=step.actions,
+            usage=response.usage,
+            latency=round(step.latency, 6),
+            tries=response.tries,
+            context_fallback=response.context_fallback,
+            screenshot=files["screenshot"],
+            som_screenshot=files["som_screenshot"],
+            accessibility_tree=files["accessibility_tree"],
+            masks=step.masks,
+            continuation=response.continuation,
+        )
+        line = json.dumps(entry.to_json(), ensure_ascii=False) + "\n"
+        _fsync_write(self.path, line.encode("utf-8"), mode="ab")
+        self._steps = number
+        return entry
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")

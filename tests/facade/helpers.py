@@ -1,0 +1,60 @@
+"""Shared pieces of the facade tests: small observation folders and one reply per action space."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Final
+
+from tests.conftest import OBSERVATIONS
+
+#: Small real observations (a few hundred nodes each), in the order a folder serves them.
+SMALL: Final = ("mousepad_notes", "mousepad_file_menu", "xfce4_terminal_shell")
+
+#: Every valid (observation type, action space) pair.
+COMBINATIONS: Final = (
+    ("screenshot", "pyautogui"),
+    ("screenshot", "computer_13"),
+    ("a11y_tree", "pyautogui"),
+    ("a11y_tree", "computer_13"),
+    ("screenshot_a11y_tree", "pyautogui"),
+    ("screenshot_a11y_tree", "computer_13"),
+    ("som", "pyautogui"),
+)
+
+FAKE_KEY: Final = "sk-facade-DO-NOT-LEAK-9f8e7d6c5b4a"
+
+
+def observation_folder(target: Path, names: tuple[str, ...] = SMALL) -> Path:
+    """Copy real fixtures into `target` as `01_NAME.png/.xml`, `02_...`, so they sort in order."""
+    target.mkdir(parents=True, exist_ok=True)
+    for number, name in enumerate(names, start=1):
+        for ext in (".png", ".xml"):
+            shutil.copyfile(OBSERVATIONS / f"{name}{ext}", target / f"{number:02d}_{name}{ext}")
+    return target
+
+
+def load(name: str) -> dict[str, object]:
+    """The OSWorld observation dict of one fixture."""
+    return {
+        "screenshot": (OBSERVATIONS / f"{name}.png").read_bytes(),
+        "accessibility_tree": (OBSERVATIONS / f"{name}.xml").read_text(encoding="utf-8"),
+    }
+
+
+def click_reply(action_space: str, observation_type: str, x: int = 19, y: int = 31) -> str:
+    """A reply with one click, written the way each action space expects."""
+    if action_space == "computer_13":
+        return f'Clicking.\n```json\n{{"action_type": "CLICK", "x": {x}, "y": {y}}}\n```'
+    if observation_type == "som":
+        return "Clicking the first mark.\n```python\npyautogui.click(*tag_1)\n```"
+    return f"Clicking.\n```python\npyautogui.click({x}, {y})\n```"
+
+
+def expected_click(action_space: str, observation_type: str, x: int = 19, y: int = 31) -> object:
+    """What `click_reply` parses to, for checks that do not depend on the set-of-marks numbers."""
+    if action_space == "computer_13":
+        return {"action_type": "CLICK", "x": x, "y": y}
+    if observation_type == "som":
+        return None
+    return f"pyautogui.click({x}, {y})"
