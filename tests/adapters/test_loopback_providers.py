@@ -1,0 +1,337 @@
+"""Anthropic, Gemini and Responses through the real engine and a real HTTP server on 127.0.0.1.
+
+Every scenario runs twice, through `complete` and through `acomplete`, and
+must end the same way: the right reply after the right number of tries, or the
+right typed error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from adapters.base import (
+    AuthenticationError,
+    BadRequestError,
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    ResponseDecodeError,
+)
+from adapters.client import HttpModelClient
+from adapters.registry import client_for
+from adapters.retry import RetryPolicy
+from osharm_core import Continuation, ImagePart, Message, TextPart
+from tests.adapters.conftest import FAKE_KEY
+from tests.adapters.loopback import LoopbackServer, Reply
+from tests.adapters.provider_routes import (
+    AnthropicSimulator,
+    GeminiSimulator,
+    ResponsesSimulator,
+    anthropic_error,
+    computer_call,
+    gemini_error,
+    install,
+    output_message,
+    reasoning,
+)
+
+TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+pytestmark = pytest.mark.usefixtures("instant_retries")
+
+
+@pytest.fixture(scope="session")
+def simulators(
+    loopback_server: LoopbackServer,
+) -> tuple[AnthropicSimulator, GeminiSimulator, ResponsesSimulator]:
+    """The provider routes, installed once on the session's loopback server."""
+    return install(loopback_server)
+
+
+@pytest.fixture
+def cua(
+    server: LoopbackServer,
+    simulators: tuple[AnthropicSimulator, GeminiSimulator, ResponsesSimulator],
+) -> Iterator[ResponsesSimulator]:
+    """The Responses simulator, with no scripted outputs or stored responses."""
+    simulators[2].reset()
+    yield simulators[2]
+    simulators[2].reset()
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """Which shell drives the call."""
+    return str(request.param)
+
+
+def ask(client: ModelClient, request: ModelRequest, mode: str) -> ModelResponse:
+    """One call through the sync or the async shell (the async one in a fresh event loop)."""
+    if mode == "sync":
+        return client.complete(request)
+
+    async def run() -> ModelResponse:
+        try:
+            return await client.acomplete(request)
+        finally:
+            assert isinstance(client, HttpModelClient)
+            await client.aclose()
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def screenshot(observations_dir: Path) -> ImagePart:
+    """A real desktop screenshot as the core hands it over."""
+    data = (observations_dir / "chromium_settings_form.png").read_bytes()
+    return ImagePart(base64.b64encode(data).decode())
+
+
+def _history(image: ImagePart) -> tuple[Message, ...]:
+    return (
+        Message("system", (TextPart("You operate a desktop."),)),
+        Message("user", (TextPart("What next?"), image)),
+        Message("assistant", (TextPart("```python\npyautogui.click(1, 2)\n```"),)),
+        Message("user", (TextPart("What next?"), image)),
+    )
+
+
+def _client(model: str, base_url: str, *, retry_bad_request: bool = True) -> ModelClient:
+    return client_for(
+        model,
+        base_url=base_url,
+        api_key=FAKE_KEY,
+        retry=RetryPolicy(attempts=4, retry_bad_request=retry_bad_request),
+        timeout=TIMEOUT,
+    )
+
+
+def _no_key(error: BaseException) -> None:
+    assert FAKE_KEY not in str(error)
+    assert FAKE_KEY not in repr(error)
+
+
+# --- Anthropic -------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("simulators")
+def test_anthropic_reply(server: LoopbackServer, screenshot: ImagePart, mode: str) -> None:
+    """A Claude 4.5 request passes the server's checks (one sampler) and its reply comes back."""
+    client = _client("claude-sonnet-4-5", server.base_url)
+    request = ModelRequest(model="claude-sonnet-4-5", messages=_history(screenshot))
+    response = ask(client, request, mode)
+    assert response.text == AnthropicSimulator.text
+    assert response.tries == 1
+    assert response.usage.total_tokens == 25
+    (received,) = server.requests
+    assert received.path == "/v1/messages"
+    assert received.headers["x-api-key"] == FAKE_KEY
+    body = received.json()
+    assert "top_p" not in body
+    assert body["temperature"] == 0.5
+
+
+@pytest.mark.usefixtures("simulators")
+def test_anthropic_overload_is_retried(server: LoopbackServer, mode: str) -> None:
+    """Two 529 overloaded replies are retried; the third try answers."""
+    server.enqueue(
+        anthropic_error(529, "overloaded_error", "Overloaded"),
+        anthropic_error(529, "overloaded_error", "Overloaded", **{"retry-after": "1"}),
+    )
+    client = _client("claude-3-5-sonnet-latest", server.base_url)
+    request = ModelRequest(
+        model="claude-3-5-sonnet-latest", messages=(Message("user", (TextPart("hi"),)),)
+    )
+    response = ask(client, request, mode)
+    assert response.tries == 3
+    assert response.text == AnthropicSimulator.text
+    assert len(server.requests) == 3
+
+
+@pytest.mark.usefixtures("simulators")
+def test_anthropic_prompt_too_long_falls_back(
+    server: LoopbackServer, screenshot: ImagePart, mode: str
+) -> None:
+    """ "prompt is too long" retries once with the system and the latest user message only."""
+    server.enqueue(
+        anthropic_error(
+            400, "invalid_request_error", "prompt is too long: 208656 tokens > 200000 maximum"
+        )
+    )
+    client = _client("claude-3-7-sonnet-latest", server.base_url)
+    request = ModelRequest(model="claude-3-7-sonnet-latest", messages=_history(screenshot))
+    response = ask(client, request, mode)
+    assert response.context_fallback is True
+    assert response.tries == 2
+    first, second = (r.json() for r in server.requests)
+    assert len(first["messages"]) == 3
+    assert len(second["messages"]) == 1
+    assert second["system"] == "You operate a desktop."
+
+
+@pytest.mark.usefixtures("simulators")
+def test_anthropic_bad_key_fails_at_once(server: LoopbackServer, mode: str) -> None:
+    """A 401 is an AuthenticationError after one try, with the request id and without the key."""
+    server.enqueue(anthropic_error(401, "authentication_error", f"invalid x-api-key {FAKE_KEY}"))
+    client = _client("claude-3-5-haiku-latest", server.base_url)
+    request = ModelRequest(
+        model="claude-3-5-haiku-latest", messages=(Message("user", (TextPart("hi"),)),)
+    )
+    with pytest.raises(AuthenticationError) as caught:
+        ask(client, request, mode)
+    assert caught.value.tries == 1
+    assert caught.value.request_id == "req_401"
+    _no_key(caught.value)
+
+
+# --- Gemini ----------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("simulators")
+def test_gemini_reply(server: LoopbackServer, screenshot: ImagePart, mode: str) -> None:
+    """A Gemini request with a screenshot passes the server's checks; the key is only in a header."""
+    client = _client("gemini-2.5-flash", server.base_url)
+    request = ModelRequest(model="gemini-2.5-flash", messages=_history(screenshot), max_tokens=321)
+    response = ask(client, request, mode)
+    assert response.text == GeminiSimulator.text
+    assert response.model == "gemini-2.5-flash"
+    (received,) = server.requests
+    assert received.path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert received.query == ""
+    assert received.headers["x-goog-api-key"] == FAKE_KEY
+    assert received.json()["generationConfig"]["maxOutputTokens"] == 321
+
+
+@pytest.mark.usefixtures("simulators")
+def test_gemini_blocked_prompt_is_not_retried(server: LoopbackServer, mode: str) -> None:
+    """A blocked prompt is a ResponseDecodeError after one try, naming the block reason."""
+    server.enqueue(Reply(200, {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}))
+    client = _client("gemini-2.0-flash", server.base_url)
+    request = ModelRequest(model="gemini-2.0-flash", messages=(Message("user", (TextPart("hi"),)),))
+    with pytest.raises(ResponseDecodeError, match="PROHIBITED_CONTENT") as caught:
+        ask(client, request, mode)
+    assert caught.value.tries == 1
+    assert len(server.requests) == 1
+
+
+@pytest.mark.usefixtures("simulators")
+def test_gemini_unavailable_then_answer(server: LoopbackServer, mode: str) -> None:
+    """503 UNAVAILABLE and 429 RESOURCE_EXHAUSTED are retried until the model answers."""
+    retry_info = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}]
+    server.enqueue(
+        gemini_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later."),
+        gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted", retry_info),
+    )
+    client = _client("gemini-2.0-flash", server.base_url)
+    request = ModelRequest(model="gemini-2.0-flash", messages=(Message("user", (TextPart("hi"),)),))
+    response = ask(client, request, mode)
+    assert response.tries == 3
+    assert response.text == GeminiSimulator.text
+
+
+@pytest.mark.usefixtures("simulators")
+def test_gemini_token_limit_falls_back(
+    server: LoopbackServer, screenshot: ImagePart, mode: str
+) -> None:
+    """A token-limit INVALID_ARGUMENT retries once with the shortened conversation."""
+    server.enqueue(
+        gemini_error(
+            400,
+            "INVALID_ARGUMENT",
+            "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
+        )
+    )
+    client = _client("gemini-2.5-pro", server.base_url)
+    request = ModelRequest(model="gemini-2.5-pro", messages=_history(screenshot))
+    response = ask(client, request, mode)
+    assert response.context_fallback is True
+    assert [len(r.json()["contents"]) for r in server.requests] == [3, 1]
+
+
+# --- Responses (computer-use-preview) -----------------------------------------------
+
+
+def _png(width: int, height: int, colour: str) -> ImagePart:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(buffer, format="PNG")
+    return ImagePart(base64.b64encode(buffer.getvalue()).decode())
+
+
+def test_responses_chain_across_two_calls(
+    server: LoopbackServer, cua: ResponsesSimulator, screenshot: ImagePart, mode: str
+) -> None:
+    """The second call continues the first with previous_response_id and the new screenshot."""
+    cua.script(
+        [
+            reasoning("Open the menu."),
+            computer_call("call_1", {"type": "click", "button": "left", "x": 40, "y": 60}),
+        ],
+        [output_message("The settings are saved.")],
+    )
+    client = _client("computer-use-preview", f"{server.base_url}/v1")
+    first = ask(
+        client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
+    )
+    assert first.text == "Open the menu.\n\n```python\npyautogui.click(40, 60)\n```"
+    assert first.continuation is not None
+    assert first.continuation.call_ids == ("call_1",)
+
+    after = _png(1280, 800, "navy")
+    messages = (*_history(screenshot)[:-1], Message("user", (TextPart("What next?"), after)))
+    second = ask(
+        client,
+        ModelRequest(
+            model="computer-use-preview", messages=messages, continuation=first.continuation
+        ),
+        mode,
+    )
+    assert second.text == "The settings are saved.\n\nDONE"
+    assert second.continuation == Continuation(response_id="resp_2")
+    body = server.requests[1].json()
+    assert body["previous_response_id"] == first.continuation.response_id
+    assert body["input"] == [
+        {
+            "type": "computer_call_output",
+            "call_id": "call_1",
+            "output": {"type": "computer_screenshot", "image_url": after.data_url},
+        }
+    ]
+    assert (body["tools"][0]["display_width"], body["tools"][0]["display_height"]) == (1280, 800)
+
+
+def test_responses_safety_checks_are_never_acknowledged(
+    server: LoopbackServer, cua: ResponsesSimulator, screenshot: ImagePart, mode: str
+) -> None:
+    """A pending safety check is surfaced; continuing without the user's decision is refused by the API."""
+    check = {"id": "sc_1", "code": "irrelevant_domain", "message": "This page is off task."}
+    cua.script([computer_call("call_1", {"type": "type", "text": "hunter2"}, [check])])
+    client = _client("computer-use-preview", f"{server.base_url}/v1", retry_bad_request=False)
+    first = ask(
+        client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
+    )
+    assert first.continuation is not None
+    assert first.continuation.safety_checks == (
+        ("sc_1", "irrelevant_domain", "This page is off task."),
+    )
+    assert "irrelevant_domain" in first.text
+    with pytest.raises(BadRequestError, match="acknowledged") as caught:
+        ask(
+            client,
+            ModelRequest(
+                model="computer-use-preview",
+                messages=_history(screenshot),
+                continuation=first.continuation,
+            ),
+            mode,
+        )
+    assert caught.value.tries == 1
+    for received in server.requests:
+        assert "acknowledged_safety_checks" not in json.dumps(received.json())
