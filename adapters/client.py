@@ -219,25 +219,51 @@ def transport_error(
 
 
 class _Run:
-    """The state of one call the shells drive: the flow, the pending call, the tries so far."""
+    """One call as the shells drive it: the flow, the pending call, the tries so far.
+
+    Everything but the I/O itself is here, so the sync and async shells differ
+    only in `for` / `async for` and `await`.
+    """
 
     def __init__(self, provider: Provider, request: ModelRequest) -> None:
         self.provider = provider
         self.tries = 0
+        self._started = 0.0
         self._flow = call_flow(provider, request)
         self.pending: PendingCall | None = next(self._flow)
         self.response: ModelResponse | None = None
 
-    def secrets(self) -> tuple[str, ...]:
-        return secret_values(self.pending.call.headers) if self.pending else ()
-
-    def reply(self, status: int, headers: Mapping[str, str], content: bytes) -> ProviderReply:
+    def sending(self) -> PendingCall:
+        """Count one more HTTP try of the pending call and return it."""
         assert self.pending is not None
+        self.tries += 1
+        self._started = time.perf_counter()
+        return self.pending
+
+    def receive(self, outcome: httpx.Response | httpx.RequestError) -> ProviderReply:
+        """The decoded reply of one try, or raise its typed error (never chained to httpx's)."""
+        assert self.pending is not None
+        name = self.provider.name
+        if isinstance(outcome, httpx.RequestError):
+            error = transport_error(name, outcome, secret_values(self.pending.call.headers))
+            logger.debug("%s try %d failed: %s", name, self.tries, error.message)
+            raise error
+        if logger.isEnabledFor(logging.DEBUG):
+            elapsed = time.perf_counter() - self._started
+            logger.debug(
+                "%s try %d: HTTP %d in %.3f s", name, self.tries, outcome.status_code, elapsed
+            )
         return interpret(
-            self.provider, self.pending, status, headers, content, now=datetime.now(UTC)
+            self.provider,
+            self.pending,
+            outcome.status_code,
+            outcome.headers,
+            outcome.content,
+            now=datetime.now(UTC),
         )
 
     def settle(self, outcome: ProviderReply | ModelCallError) -> None:
+        """Hand the final reply or error of the pending call back to the flow."""
         try:
             if isinstance(outcome, ModelCallError):
                 outcome.tries = self.tries
@@ -249,6 +275,7 @@ class _Run:
             self.response = stop.value
 
     def result(self) -> ModelResponse:
+        """The response the flow returned."""
         assert self.response is not None
         return self.response
 
@@ -296,24 +323,11 @@ class HttpModelClient:
         """Call the model, retrying per the policy; raise a typed `ModelCallError` on failure."""
         run = _Run(self.provider, self._wire(request))
         client = self._client()
-        while (pending := run.pending) is not None:
+        while run.pending is not None:
             try:
                 for attempt in stamina.retry_context(**stamina_arguments(self.retry)):
                     with attempt:
-                        run.tries += 1
-                        started = time.perf_counter()
-                        try:
-                            response = client.request(
-                                pending.call.method,
-                                pending.call.url,
-                                headers=dict(pending.call.headers),
-                                json=pending.call.json,
-                                timeout=self.timeout,
-                            )
-                        except httpx.RequestError as exc:
-                            raise self._failed(run, exc) from None
-                        self._log(run, response.status_code, started)
-                        reply = run.reply(response.status_code, response.headers, response.content)
+                        reply = run.receive(self._send(client, run.sending()))
             except ModelCallError as error:
                 run.settle(error)
             else:
@@ -324,24 +338,11 @@ class HttpModelClient:
         """Call the model without blocking the event loop; same retries and errors as `complete`."""
         run = _Run(self.provider, self._wire(request))
         client = self._async_client()
-        while (pending := run.pending) is not None:
+        while run.pending is not None:
             try:
                 async for attempt in stamina.retry_context(**stamina_arguments(self.retry)):
                     with attempt:
-                        run.tries += 1
-                        started = time.perf_counter()
-                        try:
-                            response = await client.request(
-                                pending.call.method,
-                                pending.call.url,
-                                headers=dict(pending.call.headers),
-                                json=pending.call.json,
-                                timeout=self.timeout,
-                            )
-                        except httpx.RequestError as exc:
-                            raise self._failed(run, exc) from None
-                        self._log(run, response.status_code, started)
-                        reply = run.reply(response.status_code, response.headers, response.content)
+                        reply = run.receive(await self._asend(client, run.sending()))
             except ModelCallError as error:
                 run.settle(error)
             else:
@@ -350,22 +351,40 @@ class HttpModelClient:
 
     # -- helpers ------------------------------------------------------------
 
+    def _send(
+        self, client: httpx.Client, pending: PendingCall
+    ) -> httpx.Response | httpx.RequestError:
+        call = pending.call
+        try:
+            return client.request(
+                call.method,
+                call.url,
+                headers=dict(call.headers),
+                json=call.json,
+                timeout=self.timeout,
+            )
+        except httpx.RequestError as exc:
+            return exc
+
+    async def _asend(
+        self, client: httpx.AsyncClient, pending: PendingCall
+    ) -> httpx.Response | httpx.RequestError:
+        call = pending.call
+        try:
+            return await client.request(
+                call.method,
+                call.url,
+                headers=dict(call.headers),
+                json=call.json,
+                timeout=self.timeout,
+            )
+        except httpx.RequestError as exc:
+            return exc
+
     def _wire(self, request: ModelRequest) -> ModelRequest:
         if self.model is None or request.model == self.model:
             return request
         return attrs.evolve(request, model=self.model)
-
-    def _failed(self, run: _Run, exc: httpx.RequestError) -> ModelCallError:
-        error = transport_error(self.provider.name, exc, run.secrets())
-        logger.debug("%s try %d failed: %s", self.provider.name, run.tries, error.message)
-        return error
-
-    def _log(self, run: _Run, status: int, started: float) -> None:
-        if logger.isEnabledFor(logging.DEBUG):
-            elapsed = time.perf_counter() - started
-            logger.debug(
-                "%s try %d: HTTP %d in %.3f s", self.provider.name, run.tries, status, elapsed
-            )
 
     def _client(self) -> httpx.Client:
         if self._given_client is not None:
