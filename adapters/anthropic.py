@@ -210,7 +210,7 @@ class AnthropicProvider:
             for b in body["content"]
             if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
         ]
-        if not texts:
+        if not "".join(texts):
             reason = body.get("stop_reason")
             raise ResponseDecodeError(
                 f"reply has no text (stop_reason {reason!r})",

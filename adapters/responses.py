@@ -15,9 +15,14 @@ conversation is a chain of responses:
 
 Where the chain stands travels in `ProviderReply.continuation`
 (`osharm_core.Continuation`), which the agent keeps in its immutable state.
-Pending safety checks are surfaced there, in the reply text and in `raw`; they
-are never acknowledged on the user's behalf (`acknowledged_safety_checks` is
-never sent), so the API refuses to continue past one until the caller decides.
+
+Pending safety checks are never acknowledged on the user's behalf: this module
+never sends `acknowledged_safety_checks`, and it does not hand out the flagged
+call's actions either, since executing them would be acknowledging in all but
+name. A reply with a pending check is surfaced (continuation, `raw`, and a note
+per check in the reply text) and ends with FAIL; continuing such a chain raises
+`SafetyCheckPending` before any request is sent. To go on, the caller decides:
+start a fresh chain (no continuation), or drive the API itself.
 """
 
 from __future__ import annotations
@@ -53,6 +58,19 @@ _SPECIAL: Final = frozenset({"WAIT", "DONE", "FAIL"})
 _PNG: Final = b"\x89PNG\r\n\x1a\n"
 _STEP_PAUSE: Final = "time.sleep(0.5)"
 _WAIT_PAUSE: Final = "time.sleep(2)"
+
+
+class SafetyCheckPending(ModelCallError):
+    """A continued chain still has safety checks pending; only the user can decide about them."""
+
+    def __init__(self, checks: Sequence[tuple[str, str, str]], *, provider: str) -> None:
+        self.checks = tuple(checks)
+        codes = ", ".join(code or check_id for check_id, code, _ in self.checks)
+        super().__init__(
+            f"the previous response has pending safety checks ({codes}); osharm-core never "
+            "acknowledges them: start a new chain (no continuation) or decide yourself",
+            provider=provider,
+        )
 
 
 def png_size(data: str) -> tuple[int, int] | None:
@@ -287,6 +305,8 @@ class ResponsesProvider:
         if continuation is None:
             body["input"] = items
         else:
+            if continuation.safety_checks:
+                raise SafetyCheckPending(continuation.safety_checks, provider=self.name)
             body["previous_response_id"] = continuation.response_id
             body["input"] = self._continued_input(continuation, messages)
         headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json"}
@@ -365,13 +385,16 @@ class ResponsesProvider:
     def _reply_text(self, request: ModelRequest, read: _Output) -> str:
         platform = "mac" if self.environment == "mac" else "linux"
         notes = [
-            f"Pending safety check {code or check_id}: {message} (not acknowledged)"
+            f"Pending safety check {code or check_id}: {message} (not acknowledged; "
+            "the flagged action is not performed)"
             for check_id, code, message in read.safety_checks
         ]
         thought = quote_thought("\n\n".join((*read.thoughts, *notes)))
         prefix = f"{thought}\n\n" if thought else ""
         if not read.calls:
             return f"{prefix}DONE"
+        if read.safety_checks:
+            return f"{prefix}FAIL"
         try:
             if request.action_space == "computer_13":
                 actions = _computer_13_reply(read.actions, platform, self.pixels_per_click)
@@ -396,6 +419,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_DISPLAY",
     "ResponsesProvider",
+    "SafetyCheckPending",
     "png_size",
     "quote_thought",
     "render_input",

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import httpx
 import pytest
 from PIL import Image
@@ -28,6 +29,7 @@ from adapters.base import (
 )
 from adapters.client import HttpModelClient
 from adapters.registry import client_for
+from adapters.responses import SafetyCheckPending
 from adapters.retry import RetryPolicy
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
@@ -310,10 +312,10 @@ def test_responses_chain_across_two_calls(
 def test_responses_safety_checks_are_never_acknowledged(
     server: LoopbackServer, cua: ResponsesSimulator, screenshot: ImagePart, mode: str
 ) -> None:
-    """A pending safety check is surfaced; continuing without the user's decision is refused by the API."""
+    """A pending safety check is surfaced, its action withheld, and the chain not continued for the user."""
     check = {"id": "sc_1", "code": "irrelevant_domain", "message": "This page is off task."}
     cua.script([computer_call("call_1", {"type": "type", "text": "hunter2"}, [check])])
-    client = _client("computer-use-preview", f"{server.base_url}/v1", retry_bad_request=False)
+    client = _client("computer-use-preview", f"{server.base_url}/v1")
     first = ask(
         client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
     )
@@ -322,16 +324,40 @@ def test_responses_safety_checks_are_never_acknowledged(
         ("sc_1", "irrelevant_domain", "This page is off task."),
     )
     assert "irrelevant_domain" in first.text
-    with pytest.raises(BadRequestError, match="acknowledged") as caught:
-        ask(
-            client,
-            ModelRequest(
-                model="computer-use-preview",
-                messages=_history(screenshot),
-                continuation=first.continuation,
-            ),
-            mode,
-        )
-    assert caught.value.tries == 1
+    assert first.text.endswith("FAIL")
+    assert "hunter2" not in first.text
+    following = ModelRequest(
+        model="computer-use-preview", messages=_history(screenshot), continuation=first.continuation
+    )
+    with pytest.raises(SafetyCheckPending):
+        ask(client, following, mode)
+    fresh = ask(
+        client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
+    )
+    assert fresh.text.endswith("DONE")
+    assert len(server.requests) == 2
     for received in server.requests:
         assert "acknowledged_safety_checks" not in json.dumps(received.json())
+        assert "previous_response_id" not in received.json()
+
+
+def test_the_simulated_api_refuses_unacknowledged_checks(
+    server: LoopbackServer, cua: ResponsesSimulator, screenshot: ImagePart
+) -> None:
+    """The simulator enforces the API rule the provider guards against (a 400, not retried here)."""
+    cua.script(
+        [computer_call("call_1", {"type": "wait"}, [{"id": "sc_9", "code": "x", "message": "y"}])]
+    )
+    client = _client("computer-use-preview", f"{server.base_url}/v1", retry_bad_request=False)
+    first = client.complete(
+        ModelRequest(model="computer-use-preview", messages=_history(screenshot))
+    )
+    assert first.continuation is not None
+    unchecked = attrs.evolve(first.continuation, safety_checks=())
+    with pytest.raises(BadRequestError, match="acknowledged") as caught:
+        client.complete(
+            ModelRequest(
+                model="computer-use-preview", messages=_history(screenshot), continuation=unchecked
+            )
+        )
+    assert caught.value.tries == 1

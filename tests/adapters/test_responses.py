@@ -21,7 +21,7 @@ from adapters.base import (
     ResponseDecodeError,
     RetryableError,
 )
-from adapters.responses import ResponsesProvider, png_size, quote_thought
+from adapters.responses import ResponsesProvider, SafetyCheckPending, png_size, quote_thought
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from tests.strategies import any_text
 
@@ -161,11 +161,7 @@ def test_continuation_answers_each_call_with_the_current_screenshot(screenshot: 
     """A continued chain sends previous_response_id and one computer_call_output per pending call."""
     current = _png(1920, 1080)
     messages = (*_conversation(screenshot)[:-1], Message("user", (TextPart("next"), current)))
-    continuation = Continuation(
-        response_id="resp_1",
-        call_ids=("call_a", "call_b"),
-        safety_checks=(("sc_1", "malicious_instructions", "careful"),),
-    )
+    continuation = Continuation(response_id="resp_1", call_ids=("call_a", "call_b"))
     body = ResponsesProvider(api_key=KEY).encode(_request(messages, continuation=continuation)).json
     assert body["previous_response_id"] == "resp_1"
     assert body["instructions"] == "You operate an Ubuntu desktop."
@@ -295,22 +291,41 @@ def test_only_waiting_or_looking_is_wait(space: str, text: str, action: dict[str
     assert reply.text == text
 
 
-def test_pending_safety_checks_are_surfaced_not_acknowledged() -> None:
-    """Pending checks land in the continuation, the thought text and raw; nothing acknowledges them."""
+@pytest.mark.parametrize("space", ["pyautogui", "computer_13"])
+def test_pending_safety_checks_are_surfaced_and_the_flagged_action_withheld(space: str) -> None:
+    """Pending checks land in the continuation, the text and raw; the flagged action is replaced by FAIL."""
     check = {
         "id": "sc_1",
         "code": "malicious_instructions",
         "message": "Odd instructions on screen.",
     }
     body = _reply(_call("c1", {"type": "click", "button": "left", "x": 5, "y": 5}, [check]))
-    reply = ResponsesProvider(api_key=KEY).decode(_request(), body)
+    reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
     assert reply.continuation is not None
     assert reply.continuation.safety_checks == (
         ("sc_1", "malicious_instructions", "Odd instructions on screen."),
     )
     assert "malicious_instructions" in reply.text
     assert "not acknowledged" in reply.text
+    assert reply.text.endswith("\n\nFAIL")
+    assert "click" not in reply.text
+    assert "CLICK" not in reply.text
     assert reply.raw["output"][0]["pending_safety_checks"] == [check]
+
+
+def test_continuing_past_a_pending_safety_check_is_refused(screenshot: ImagePart) -> None:
+    """A continuation that still has pending checks raises SafetyCheckPending; nothing is sent."""
+    continuation = Continuation(
+        response_id="resp_1",
+        call_ids=("call_a",),
+        safety_checks=(("sc_1", "sensitive_domain", "Banking site."),),
+    )
+    with pytest.raises(SafetyCheckPending, match="sensitive_domain") as caught:
+        ResponsesProvider(api_key=KEY).encode(
+            _request(_conversation(screenshot), continuation=continuation)
+        )
+    assert caught.value.checks == continuation.safety_checks
+    assert not caught.value.retryable
 
 
 def test_unknown_action_is_a_typed_error() -> None:
