@@ -1,0 +1,267 @@
+"""OpenAI chat, compatible servers and Azure against a real HTTP server on 127.0.0.1.
+
+Each scripted fault ends in the right reply after the right number of tries,
+or in the right typed error, through both the sync and the async shell, with
+short timeouts so nothing can hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from adapters.base import (
+    AuthenticationError,
+    BadRequestError,
+    ContextLengthError,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+    ResponseDecodeError,
+    RetryableError,
+)
+from adapters.client import HttpModelClient
+from adapters.openai_chat import OpenAIChatProvider
+from adapters.registry import client_for
+from adapters.retry import RetryPolicy
+from osharm_core import ImagePart, Message, TextPart
+from tests.adapters.conftest import FAKE_KEY
+from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion, openai_error
+
+MODES = ["sync", "async"]
+TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+MESSAGES = (
+    Message("system", (TextPart("You control a desktop."),)),
+    Message("user", (TextPart("old screen"), ImagePart("iVBORw0KGgo="))),
+    Message("assistant", (TextPart("```python\npyautogui.click(1, 1)\n```"),)),
+    Message("user", (TextPart("new screen"), ImagePart("iVBORw0KGgo="))),
+)
+REQUEST = ModelRequest(model="compat/loopback-model", messages=MESSAGES)
+
+
+@pytest.fixture(autouse=True)
+def _instant(instant_retries: None) -> None:
+    """Retries in this module do not wait."""
+
+
+def make_client(server: LoopbackServer, **kw: object) -> HttpModelClient:
+    """A compat/ client pointed at the loopback server's /v1."""
+    options = {"base_url": f"{server.base_url}/v1", "api_key": FAKE_KEY, "timeout": TIMEOUT, **kw}
+    client = client_for("compat/loopback-model", **options)  # type: ignore[arg-type]
+    assert isinstance(client, HttpModelClient)
+    return client
+
+
+def run(client: HttpModelClient, mode: str, request: ModelRequest = REQUEST) -> ModelResponse:
+    """One call through the sync or the async shell (a fresh event loop each time)."""
+    if mode == "sync":
+        return client.complete(request)
+    return asyncio.run(client.acomplete(request))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A scripted sequence of replies and how the call must end."""
+
+    replies: tuple[Reply, ...]
+    tries: int
+    error: type[ModelCallError] | None = None
+    fallback: bool = False
+    attempts: int = 10
+    read_timeout: float | None = None
+    retry_bad_request: bool = True
+
+
+OK = Reply(200, chat_completion("final answer"))
+CONTEXT = openai_error(
+    400, "This model's maximum context length is 8192 tokens.", code="context_length_exceeded"
+)
+
+CASES = {
+    "429-retry-after": Case(
+        (Reply(429, openai_error(429, "slow").body, {"retry-after": "2"}), OK), 2
+    ),
+    "429-no-retry-after": Case((openai_error(429, "rate limited"), OK), 2),
+    "500-503-504": Case(
+        (openai_error(500, "boom"), openai_error(503, "busy"), openai_error(504, "gw"), OK), 4
+    ),
+    "502-html": Case((Reply(502, "<html>bad gateway</html>"), OK), 2),
+    "dropped-mid-response": Case((Reply(200, chat_completion("lost"), drop=True), OK), 2),
+    "hangup-before-reply": Case((Reply(hangup=True), OK), 2),
+    "slow-past-read-timeout": Case(
+        (Reply(200, chat_completion("late"), delay=0.6), OK), 2, read_timeout=0.2
+    ),
+    "context-fallback": Case((CONTEXT, OK), 2, fallback=True),
+    "context-twice": Case((CONTEXT, CONTEXT), 2, error=ContextLengthError),
+    "malformed-json": Case((Reply(200, b'{"choices": [ {'),), 1, error=ResponseDecodeError),
+    "empty-choices": Case(
+        (Reply(200, {"choices": [], "model": "m"}),), 1, error=ResponseDecodeError
+    ),
+    "no-text": Case((Reply(200, chat_completion(None)),), 1, error=ResponseDecodeError),
+    "401": Case(
+        (openai_error(401, "Incorrect API key provided", code="invalid_api_key"),),
+        1,
+        error=AuthenticationError,
+    ),
+    "404": Case(
+        (openai_error(404, "model not found", code="model_not_found"),), 1, error=ModelCallError
+    ),
+    "422": Case((openai_error(422, "unprocessable"),), 1, error=ModelCallError),
+    "400-retried": Case((openai_error(400, "bad image"), OK), 2),
+    "400-not-retried": Case(
+        (openai_error(400, "bad image"),), 1, error=BadRequestError, retry_bad_request=False
+    ),
+    "503-exhausted": Case((openai_error(503, "busy"),) * 3, 3, error=RetryableError, attempts=3),
+    "timeouts-exhausted": Case(
+        (Reply(200, chat_completion("late"), delay=0.5),) * 2,
+        2,
+        error=RetryableError,
+        attempts=2,
+        read_timeout=0.15,
+    ),
+}
+
+
+def play(server: LoopbackServer, case: Case, mode: str) -> tuple[object, ...]:
+    """Run one case; a summary of how it ended (for parity checks)."""
+    server.enqueue(*case.replies)
+    timeout = httpx.Timeout(case.read_timeout or 5.0, connect=2.0)
+    policy = RetryPolicy(attempts=case.attempts, retry_bad_request=case.retry_bad_request)
+    client = make_client(server, retry=policy, timeout=timeout)
+    try:
+        response = run(client, mode)
+    except ModelCallError as error:
+        return (type(error).__name__, error.tries, error.status)
+    return (response.text, response.tries, response.context_fallback)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_scripted_faults_end_right(server: LoopbackServer, name: str, mode: str) -> None:
+    """Each fault ends in the reply after the expected tries, or in the expected typed error."""
+    case = CASES[name]
+    outcome = play(server, case, mode)
+    if case.error is None:
+        assert outcome == ("final answer", case.tries, case.fallback)
+    else:
+        assert outcome[:2] == (case.error.__name__, case.tries)
+    assert len(server.requests) == case.tries
+
+
+def test_sync_and_async_end_alike(server: LoopbackServer) -> None:
+    """The same scripted server gives the same outcome through both shells, case by case."""
+    quick = [n for n, c in CASES.items() if c.read_timeout is None]
+    sync = [play(server, CASES[n], "sync") for n in quick]
+    asynchronous = [play(server, CASES[n], "async") for n in quick]
+    assert sync == asynchronous
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_what_the_server_receives(server: LoopbackServer, mode: str) -> None:
+    """The wire request: path, bearer key, JSON body with the model name after the prefix."""
+    response = run(make_client(server), mode)
+    (received,) = server.requests
+    assert (received.method, received.path) == ("POST", "/v1/chat/completions")
+    assert received.headers["authorization"] == f"Bearer {FAKE_KEY}"
+    body = received.json()
+    assert body["model"] == "loopback-model"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
+    assert (response.text, response.model, response.usage.total_tokens) == (
+        "loopback reply",
+        "gpt-4o-loopback",
+        14,
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_context_fallback_sends_system_and_latest_user(server: LoopbackServer, mode: str) -> None:
+    """After a context-length error the second request holds only the system and the latest user message."""
+    server.enqueue(CONTEXT, OK)
+    response = run(make_client(server), mode)
+    assert response.context_fallback
+    first, second = (r.json()["messages"] for r in server.requests)
+    assert len(first) == 4
+    assert [m["content"][0]["text"] for m in second] == ["You control a desktop.", "new screen"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_retry_after_reaches_the_error(server: LoopbackServer, mode: str) -> None:
+    """A 429's Retry-After is parsed onto the error the retry decision sees."""
+    server.enqueue(
+        Reply(429, openai_error(429, "slow").body, {"retry-after": "7", "x-request-id": "rl-1"})
+    )
+    with pytest.raises(RetryableError) as caught:
+        run(make_client(server, retry=RetryPolicy(attempts=1)), mode)
+    assert (caught.value.retry_after, caught.value.request_id, caught.value.status) == (
+        7.0,
+        "rl-1",
+        429,
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_azure_over_loopback(server: LoopbackServer, mode: str) -> None:
+    """Azure's deployment path, api-version query and api-key header reach the server."""
+    client = client_for(
+        "azure/my-gpt4o", base_url=server.base_url, api_key=FAKE_KEY, timeout=TIMEOUT
+    )
+    assert isinstance(client, HttpModelClient)
+    response = run(client, mode, ModelRequest(model="gpt-4o", messages=MESSAGES))
+    (received,) = server.requests
+    assert received.path == "/openai/deployments/my-gpt4o/chat/completions"
+    assert received.query.startswith("api-version=")
+    assert received.headers["api-key"] == FAKE_KEY
+    assert "authorization" not in received.headers
+    assert "model" not in received.json()
+    assert response.text == "loopback reply"
+
+
+def _echo_key(received: Received) -> Reply:
+    """A server that puts the caller's credentials into its error message."""
+    return openai_error(401, f"bad credentials: {received.headers.get('authorization')}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_echoed_key_is_redacted(server: LoopbackServer, mode: str) -> None:
+    """A server that echoes the key back does not get it into the raised error."""
+    server.route("POST", r"/echo/v1/chat/completions", _echo_key)
+    client = client_for(
+        "compat/m", base_url=f"{server.base_url}/echo/v1", api_key=FAKE_KEY, timeout=TIMEOUT
+    )
+    with pytest.raises(AuthenticationError) as caught:
+        run(client, mode)  # type: ignore[arg-type]
+    assert FAKE_KEY not in str(caught.value)
+    assert "[redacted]" in caught.value.message
+
+
+def test_default_async_client_survives_new_event_loops(server: LoopbackServer) -> None:
+    """The client's own async pool is rebuilt for each event loop, so asyncio.run per step works."""
+    client = HttpModelClient(
+        OpenAIChatProvider(base_url=f"{server.base_url}/v1", api_key=FAKE_KEY), timeout=TIMEOUT
+    )
+    for _ in range(3):
+        assert asyncio.run(client.acomplete(REQUEST)).text == "loopback reply"
+    assert client.complete(REQUEST).text == "loopback reply"
+
+    async def closing() -> None:
+        await client.acomplete(REQUEST)
+        await client.aclose()
+
+    asyncio.run(closing())
+    assert (client._own_client, client._own_async) == (None, None)
+
+
+@pytest.mark.anyio
+async def test_concurrent_calls_share_one_client(server: LoopbackServer) -> None:
+    """Many concurrent async calls through one client all get their reply."""
+    server.default_delay = 0.05
+    try:
+        async with make_client(server) as client:
+            replies = await asyncio.gather(*(client.acomplete(REQUEST) for _ in range(16)))
+    finally:
+        server.default_delay = 0.0
+    assert [r.text for r in replies] == ["loopback reply"] * 16
+    assert len(server.requests) == 16
