@@ -1,0 +1,426 @@
+"""Model replies to actions: pyautogui code blocks, set-of-marks code, computer_13 JSON.
+
+Every function here is total: any string goes in, a value comes out, nothing
+raises. Every scan is a left-to-right pass that jumps between the characters
+it cares about, so the work grows linearly with the reply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final
+
+import attrs
+from returns.result import Failure, Result, Success
+
+from osharm_core.errors import ActionParseError
+from osharm_core.state import Action, Mask
+from osharm_core.vocabulary import SPECIAL_WORDS
+
+_FENCE: Final = "```"
+#: A language tag: one word, alone on the opening fence line.
+_LANGUAGE_TAG: Final = re.compile(r"[ \t]*([\w+#-]+)[ \t]*\r?")
+#: Objects nested deeper than this are not searched for embedded actions.
+_MAX_SEARCH_DEPTH: Final = 16
+
+
+@attrs.frozen
+class Block:
+    """One fenced block: its number in the reply (from 1), language tag ("" if none), content."""
+
+    number: int
+    tag: str
+    content: str
+
+
+@attrs.frozen
+class Fenced:
+    """A reply split into its fenced blocks and the lines standing wholly outside them."""
+
+    blocks: tuple[Block, ...]
+    outside_lines: tuple[str, ...]
+
+
+def _special(text: str) -> str | None:
+    word = text.strip()
+    return word if word in SPECIAL_WORDS else None
+
+
+def _split_tag(number: int, raw: str) -> Block:
+    newline = raw.find("\n")
+    if newline >= 0:
+        match = _LANGUAGE_TAG.fullmatch(raw, 0, newline)
+        if match is not None and match.group(1) not in SPECIAL_WORDS:
+            return Block(number, match.group(1), raw[newline + 1 :])
+    return Block(number, "", raw)
+
+
+def _full_lines(text: str, start: int, end: int, n: int) -> Iterator[str]:
+    lines = text[start:end].split("\n")
+    first = 0 if start == 0 else 1
+    last = len(lines) if end == n else len(lines) - 1
+    yield from lines[first:last]
+
+
+def split_fences(text: str) -> Fenced:
+    """Split a reply into fenced blocks (paired in order) and the lines outside them.
+
+    The first fence after an opening one closes it; an opening fence with no
+    partner is ordinary text. Only a single word alone on the opening fence
+    line is a language tag (WAIT, DONE and FAIL never are). Empty blocks are
+    left out but still counted in the block numbers.
+
+    >>> split_fences("Now:\\n```python\\nx = 1\\n```\\nDONE").blocks
+    (Block(number=1, tag='python', content='x = 1\\n'),)
+    >>> split_fences("Now:\\n```python\\nx = 1\\n```\\nDONE").outside_lines
+    ('Now:', 'DONE')
+    """
+    blocks: list[Block] = []
+    outside: list[str] = []
+    n = len(text)
+    pos = 0
+    number = 0
+    while True:
+        opening = text.find(_FENCE, pos)
+        closing = -1 if opening < 0 else text.find(_FENCE, opening + 3)
+        if closing < 0:
+            outside.extend(_full_lines(text, pos, n, n))
+            return Fenced(tuple(blocks), tuple(outside))
+        if opening > pos:
+            outside.extend(_full_lines(text, pos, opening, n))
+        number += 1
+        if closing > opening + 3:
+            blocks.append(_split_tag(number, text[opening + 3 : closing]))
+        pos = closing + 3
+
+
+# --- the statement splitter ------------------------------------------------
+
+_CODE_STOP: Final = re.compile(r"[#;'\"]")
+_SINGLE_STOP: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
+    {q: re.compile(rf"[\\\n{q}]") for q in "'\""}
+)
+_TRIPLE_STOP: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
+    {q: re.compile(rf"\\|{q * 3}") for q in "'\""}
+)
+
+
+def _string_end(code: str, start: int, quote: str) -> int:
+    """Index just past the string whose opening quote(s) end before `start`.
+
+    A backslash always shields the next character (in raw strings too, which
+    is why prefixes never change where a string ends); a single-quoted string
+    that reaches a line end stops there; an unterminated one runs to the end.
+    """
+    triple = code.startswith(quote * 2, start)
+    pattern = _TRIPLE_STOP[quote] if triple else _SINGLE_STOP[quote]
+    pos = start + 2 if triple else start
+    while True:
+        match = pattern.search(code, pos)
+        if match is None:
+            return len(code)
+        if match.group() == "\\":
+            pos = match.start() + 2
+        elif match.group() == "\n":
+            return match.start()
+        else:
+            return match.end()
+
+
+def _scan(code: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Top-level `;` positions and the spans of strings that contain a line break."""
+    semicolons: list[int] = []
+    multiline: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        match = _CODE_STOP.search(code, pos)
+        if match is None:
+            return semicolons, multiline
+        at = match.start()
+        char = code[at]
+        if char == ";":
+            semicolons.append(at)
+            pos = at + 1
+        elif char == "#":
+            newline = code.find("\n", at)
+            if newline < 0:
+                return semicolons, multiline
+            pos = newline
+        else:
+            pos = _string_end(code, at + 1, char)
+            if code.find("\n", at, pos) >= 0:
+                multiline.append((at, pos))
+
+
+def split_statements(code: str) -> str:
+    """Put each `;`-separated statement on a line of its own, keeping strings intact.
+
+    Only a `;` outside string literals and comments separates statements.
+    The pieces of a line keep that line's indentation (a line that begins
+    inside a multi-line string takes the indentation of the line the string
+    started on); empty pieces are dropped; lines with no `;` stay as they were.
+
+    >>> split_statements("    a(); b('x; y')  # c; d")
+    "    a()\\n    b('x; y')  # c; d"
+    """
+    if ";" not in code:
+        return code
+    semicolons, multiline = _scan(code)
+    if not semicolons:
+        return code
+    out: list[str] = []
+    cut = iter([*semicolons, len(code) + 1])
+    next_cut = next(cut)
+    spans = iter([*multiline, (len(code) + 1, len(code) + 1)])
+    span = next(spans)
+    indent = ""
+    line_start = 0
+    for line in code.split("\n"):
+        line_end = line_start + len(line)
+        while span[1] <= line_start:
+            span = next(spans)
+        if not span[0] < line_start < span[1]:
+            indent = line[: len(line) - len(line.lstrip())]
+        if next_cut > line_end:
+            out.append(line)
+        else:
+            pieces = []
+            piece_start = line_start
+            while next_cut <= line_end:
+                pieces.append(code[piece_start:next_cut])
+                piece_start = next_cut + 1
+                next_cut = next(cut)
+            pieces.append(code[piece_start:line_end])
+            first = pieces[0].rstrip()
+            if first.strip():
+                out.append(first)
+            out.extend(indent + piece.strip() for piece in pieces[1:] if piece.strip())
+        line_start = line_end + 1
+    return "\n".join(out)
+
+
+# --- pyautogui replies ------------------------------------------------------
+
+
+def _block_actions(content: str) -> list[str]:
+    word = _special(content)
+    if word is not None:
+        return [word]
+    lines = content.split("\n")
+    word = _special(lines[-1])
+    if word is None:
+        return [content] if content else []
+    code = "\n".join(lines[:-1]).rstrip()
+    return [code, word] if code else [word]
+
+
+def parse_code_from_string(text: str) -> list[str]:
+    """The pyautogui actions of a reply: fenced code blocks and WAIT / DONE / FAIL.
+
+    A reply that is only a special word gives that word. Each block's
+    top-level `;` become line breaks (see `split_statements`); a block that is
+    a special word, or ends with one on its last line, gives the word as an
+    action of its own. Special words on lines of their own outside the blocks
+    follow the block actions. No code and no special word gives `[]`.
+
+    >>> parse_code_from_string("Click it.\\n```python\\npyautogui.click(5, 5); time.sleep(1)\\n```")
+    ['pyautogui.click(5, 5)\\ntime.sleep(1)']
+    >>> parse_code_from_string("```\\npyautogui.press('enter')\\nDONE\\n```")
+    ["pyautogui.press('enter')", 'DONE']
+    """
+    whole = "\n".join(p.strip() for p in text.split(";") if p.strip())
+    word = _special(whole)
+    if word is not None:
+        return [word]
+    fenced = split_fences(text)
+    actions: list[str] = []
+    for block in fenced.blocks:
+        actions.extend(_block_actions(split_statements(block.content).strip()))
+    actions.extend(w for w in map(_special, fenced.outside_lines) if w is not None)
+    return actions
+
+
+def som_prefix(masks: Sequence[Mask]) -> str:
+    """The `tag_N=(x, y)` lines that define each mark's centre, numbered from 1.
+
+    >>> som_prefix([(10, 20, 5, 7)])
+    'tag_1=(12, 23)\\n'
+    """
+    return "".join(
+        f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"
+        for n, (x, y, w, h) in enumerate(masks, start=1)
+    )
+
+
+def parse_code_from_som_string(text: str, masks: Sequence[Mask]) -> list[str]:
+    """`parse_code_from_string` with the `tag_N` definitions put before every code action.
+
+    >>> parse_code_from_som_string("```\\npyautogui.click(tag_1)\\n```\\nDONE", [(0, 0, 4, 4)])
+    ['tag_1=(2, 2)\\npyautogui.click(tag_1)', 'DONE']
+    """
+    prefix = som_prefix(masks)
+    return [
+        action if action in SPECIAL_WORDS else prefix + action
+        for action in parse_code_from_string(text)
+    ]
+
+
+# --- computer_13 replies ----------------------------------------------------
+
+
+def _json_error(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: nested too deeply"
+    return f"invalid JSON: {exc}"
+
+
+def _load(text: str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(text), None
+    except (ValueError, RecursionError) as exc:
+        return None, _json_error(exc)
+
+
+def _as_actions(value: Any) -> list[Action] | None:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return list(value)
+    return None
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    start = text.strip()
+    return repr(start if len(start) <= limit else start[:limit] + "...")
+
+
+def _block_json_actions(fenced: Fenced) -> Result[list[Action], ActionParseError]:
+    chosen = [b for b in fenced.blocks if b.tag.lower() == "json"] or fenced.blocks
+    actions: list[Action] = []
+    for block in chosen:
+        content = block.content.strip()
+        word = _special(content)
+        if word is not None:
+            actions.append(word)
+            continue
+        if not content:
+            continue
+        value, error = _load(content)
+        if error is not None:
+            return Failure(ActionParseError(f"block {block.number}: {error}"))
+        found = _as_actions(value)
+        if found is None:
+            return Failure(
+                ActionParseError(
+                    f"block {block.number}: expected a JSON object or a list of objects, "
+                    f"got {type(value).__name__} {_excerpt(content, 40)}"
+                )
+            )
+        actions.extend(found)
+    return Success(actions)
+
+
+_BRACE_EVENT: Final = re.compile(r'[{}"]')
+_JSON_STRING_STOP: Final = re.compile(r'[\\"\n]')
+
+
+def _object_spans(text: str) -> list[tuple[int, int, int]]:
+    """`(start, end, depth)` of each balanced `{...}` in prose, sorted by start.
+
+    Strings are tracked only inside braces, as JSON would read them, and
+    end at a line break (JSON strings hold none), so a stray quote in the
+    prose cannot hide everything after it.
+    """
+    spans: list[tuple[int, int, int]] = []
+    open_at: list[int] = []
+    pos = 0
+    while True:
+        if open_at:
+            match = _BRACE_EVENT.search(text, pos)
+            at = -1 if match is None else match.start()
+        else:
+            at = text.find("{", pos)
+        if at < 0:
+            spans.sort()
+            return spans
+        char = text[at]
+        pos = at + 1
+        if char == "{":
+            open_at.append(at)
+        elif char == "}":
+            if open_at:
+                start = open_at.pop()
+                spans.append((start, pos, len(open_at)))
+        elif open_at:
+            pos = _json_string_end(text, pos)
+
+
+def _json_string_end(text: str, pos: int) -> int:
+    while True:
+        match = _JSON_STRING_STOP.search(text, pos)
+        if match is None:
+            return len(text)
+        if match.group() == "\\":
+            pos = match.start() + 2
+        elif match.group() == "\n":
+            return match.start()
+        else:
+            return match.end()
+
+
+def _embedded_actions(text: str) -> list[Action]:
+    if '"action_type"' not in text:
+        return []
+    decoder = json.JSONDecoder()
+    actions: list[Action] = []
+    taken_until = 0
+    for start, end, depth in _object_spans(text):
+        if start < taken_until or depth > _MAX_SEARCH_DEPTH:
+            continue
+        try:
+            value, length = decoder.raw_decode(text[start:end])
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and "action_type" in value:
+            actions.append(value)
+            taken_until = start + length
+    return actions
+
+
+def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseError]:
+    """The computer_13 actions of a reply, or a Failure saying why there are none.
+
+    Fenced blocks are read first (only the `json`-tagged ones when any block
+    has that tag): each holds one JSON object, a list of objects, or a special
+    word. A reply without blocks is read as JSON, else searched for embedded
+    objects that have an `action_type`. Special words on lines of their own
+    outside the blocks come last. Actions are not validated here (see
+    `validate_computer_13`).
+
+    >>> parse_actions_from_string('```json\\n{"action_type": "PRESS", "key": "enter"}\\n```')
+    <Success: [{'action_type': 'PRESS', 'key': 'enter'}]>
+    >>> parse_actions_from_string("DONE")
+    <Success: ['DONE']>
+    """
+    word = _special(text)
+    if word is not None:
+        return Success([word])
+    fenced = split_fences(text)
+    actions: list[Action]
+    if fenced.blocks:
+        result = _block_json_actions(fenced)
+        if not isinstance(result, Success):
+            return result
+        actions = result.unwrap()
+    else:
+        value, _ = _load(text)
+        actions = _as_actions(value) or _embedded_actions(text)
+    actions.extend(w for w in map(_special, fenced.outside_lines) if w is not None)
+    if not actions:
+        return Failure(ActionParseError(f"no computer_13 action found in reply {_excerpt(text)}"))
+    return Success(actions)
