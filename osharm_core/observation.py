@@ -1,0 +1,135 @@
+"""Desktop observations: a PNG screenshot and/or an accessibility-tree XML string."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from osharm_core.config import OBSERVATION_TYPES, ObservationType
+from osharm_core.errors import AccessibilityTreeError, ObservationError, ScreenshotError
+
+PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
+
+_NEEDS_SCREENSHOT: Final = frozenset({"screenshot", "screenshot_a11y_tree", "som"})
+_NEEDS_TREE: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's header, without decoding the image.
+
+    >>> png_size(PNG_SIGNATURE + bytes.fromhex("0000000d49484452000007800000043808020000000000000000"))
+    (1920, 1080)
+    """
+    if not data.startswith(PNG_SIGNATURE):
+        raise ScreenshotError(
+            f"screenshot is not a PNG: it starts with {bytes(data[:8])!r}, "
+            f"not the PNG signature {PNG_SIGNATURE!r}"
+        )
+    if len(data) < 24 or data[12:16] != b"IHDR":
+        raise ScreenshotError("screenshot PNG is truncated or malformed: no IHDR header chunk")
+    width, height = struct.unpack(">II", data[16:24])
+    if width == 0 or height == 0:
+        raise ScreenshotError(f"screenshot PNG claims an empty image ({width} x {height})")
+    return width, height
+
+
+def _screenshot(value: object, observation_type: str) -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise ScreenshotError(
+            f"observation key 'screenshot' must be PNG bytes for observation type "
+            f"{observation_type!r}; got {type(value).__name__}"
+        )
+    data = bytes(value)
+    try:
+        png_size(data)
+    except ScreenshotError as exc:
+        raise ScreenshotError(
+            f"observation key 'screenshot' (observation type {observation_type!r}): {exc}"
+        ) from None
+    return data
+
+
+def _tree(value: object, observation_type: str) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AccessibilityTreeError(
+                f"observation key 'accessibility_tree' (observation type {observation_type!r}) "
+                f"is not UTF-8 text: {exc}"
+            ) from None
+    if not isinstance(value, str):
+        raise AccessibilityTreeError(
+            f"observation key 'accessibility_tree' must be an XML string for observation type "
+            f"{observation_type!r}; got {type(value).__name__}"
+        )
+    if not value.strip():
+        raise AccessibilityTreeError(
+            f"observation key 'accessibility_tree' is empty (observation type {observation_type!r})"
+        )
+    return value
+
+
+def _required(
+    d: Mapping[str, Any], key: str, observation_type: str, error: type[ObservationError]
+) -> object:
+    value = d.get(key)
+    if value is None:
+        state = "has it set to None" if key in d else "has no such key"
+        raise error(
+            f"observation type {observation_type!r} needs the key {key!r}, but the observation {state}"
+        )
+    return value
+
+
+@attrs.frozen
+class Observation:
+    """One observation as the agent receives it from the environment.
+
+    `screenshot` holds PNG bytes (checked by signature and header; decoded only
+    when set-of-marks needs the pixels); `accessibility_tree` holds the raw XML.
+    """
+
+    screenshot: bytes | None = attrs.field(
+        default=None, repr=lambda b: f"<{len(b)} bytes>" if b else "None"
+    )
+    accessibility_tree: str | None = attrs.field(
+        default=None, repr=lambda t: f"<{len(t)} chars>" if t else "None"
+    )
+
+    @classmethod
+    def from_dict(
+        cls, d: Mapping[str, Any], observation_type: ObservationType = "screenshot_a11y_tree"
+    ) -> Observation:
+        """Check and take what `observation_type` needs from an OSWorld observation dict.
+
+        Keys it does not need are ignored. A missing or malformed needed key
+        raises `ScreenshotError` or `AccessibilityTreeError` (both
+        `ObservationError`, a `ValueError`) naming the key and the type.
+        """
+        if observation_type not in OBSERVATION_TYPES:
+            raise ObservationError(
+                f"unknown observation type {observation_type!r}; expected one of "
+                f"{', '.join(OBSERVATION_TYPES)}"
+            )
+        if not isinstance(d, Mapping):
+            raise ObservationError(
+                f"an observation must be a mapping with keys 'screenshot' and/or "
+                f"'accessibility_tree'; got {type(d).__name__}"
+            )
+        screenshot = tree = None
+        if observation_type in _NEEDS_SCREENSHOT:
+            value = _required(d, "screenshot", observation_type, ScreenshotError)
+            screenshot = _screenshot(value, observation_type)
+        if observation_type in _NEEDS_TREE:
+            value = _required(d, "accessibility_tree", observation_type, AccessibilityTreeError)
+            tree = _tree(value, observation_type)
+        return cls(screenshot=screenshot, accessibility_tree=tree)
+
+    @property
+    def screenshot_size(self) -> tuple[int, int] | None:
+        """The screenshot's (width, height) from its PNG header, or None without one."""
+        return None if self.screenshot is None else png_size(self.screenshot)

@@ -1,0 +1,181 @@
+"""One agent step as two pure functions: observation to messages, reply to actions."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+from returns.result import Success
+
+from osharm_core.accessibility import linearize_accessibility_tree
+from osharm_core.config import AgentConfig
+from osharm_core.marks import tag_screenshot
+from osharm_core.messages import ImagePart, Message, TextPart
+from osharm_core.observation import Observation
+from osharm_core.parsing import (
+    parse_actions_from_string,
+    parse_code_from_som_string,
+    parse_code_from_string,
+)
+from osharm_core.prompts import system_prompt
+from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
+from osharm_core.tokens import trim_accessibility_tree
+
+# The user-message wording is part of the reference's wire format, kept byte for byte.
+_NEXT_STEP: Final = "What's the next step that you will do to help with the task?"
+_SCREENSHOT_ONLY: Final = f"Given the screenshot as below. {_NEXT_STEP}"
+_TAGGED_ONLY: Final = f"Given the tagged screenshot as below. {_NEXT_STEP}"
+_WITH_TREE: Final = {
+    "a11y_tree": "Given the info from accessibility tree as below:\n{}\n" + _NEXT_STEP,
+    "screenshot_a11y_tree": (
+        "Given the screenshot and info from accessibility tree as below:\n{}\n" + _NEXT_STEP
+    ),
+    "som": "Given the tagged screenshot and info from accessibility tree as below:\n{}\n" + _NEXT_STEP,
+}
+_TASK: Final = "\nYou are asked to complete the following task: {}"
+_NO_VALID_ACTION: Final = "No valid action"
+
+
+@attrs.frozen
+class StepRequest:
+    """What one step sends, and what it will remember.
+
+    `messages` go to the model; `observation` is this turn's processed
+    observation, stored in the history by `complete_step`; `masks` are the
+    set-of-marks boxes (`som` only) that `tag_N` variables refer to.
+    """
+
+    messages: tuple[Message, ...]
+    observation: ObservationRecord
+    masks: tuple[Mask, ...] | None = None
+
+
+def system_message(config: AgentConfig, instruction: str) -> Message:
+    """The system message: the chosen prompt, then the task sentence."""
+    return Message("system", (TextPart(system_prompt(config) + _TASK.format(instruction)),))
+
+
+def _user_message(config: AgentConfig, record: ObservationRecord, *, current: bool) -> Message:
+    kind = config.observation_type
+    if kind == "screenshot" or (kind == "som" and not current):
+        text = _SCREENSHOT_ONLY if kind == "screenshot" else _TAGGED_ONLY
+    else:
+        text = _WITH_TREE[kind].format(record.accessibility_tree)
+    parts: tuple[TextPart | ImagePart, ...] = (TextPart(text),)
+    if kind != "a11y_tree":
+        parts += (ImagePart(record.screenshot or ""),)
+    return Message("user", parts)
+
+
+def _history(config: AgentConfig, state: AgentState) -> list[Message]:
+    keep = config.max_trajectory_length
+    turns = list(zip(state.observations, state.thoughts, strict=True))
+    window = turns[len(turns) - keep :] if len(turns) > keep else turns
+    messages: list[Message] = []
+    for record, thought in window:
+        reply = thought.strip() if thought else _NO_VALID_ACTION
+        messages.append(_user_message(config, record, current=False))
+        messages.append(Message("assistant", (TextPart(reply),)))
+    return messages
+
+
+def _encode_png(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _process(
+    config: AgentConfig, observation: Observation
+) -> tuple[ObservationRecord, tuple[Mask, ...] | None]:
+    kind = config.observation_type
+    if kind == "som":
+        assert observation.screenshot is not None and observation.accessibility_tree is not None
+        marks = tag_screenshot(
+            observation.screenshot,
+            observation.accessibility_tree,
+            config.platform,
+            test_original=config.som_test_original,
+        )
+        table = trim_accessibility_tree(marks.element_table, config.a11y_tree_max_tokens)
+        return ObservationRecord(_encode_png(marks.tagged_screenshot), table), marks.masks
+    tree = None
+    if kind in ("a11y_tree", "screenshot_a11y_tree"):
+        assert observation.accessibility_tree is not None
+        linear = linearize_accessibility_tree(
+            observation.accessibility_tree,
+            config.platform,
+            ubuntu_attributes=config.ubuntu_attributes,
+        )
+        tree = trim_accessibility_tree(linear, config.a11y_tree_max_tokens)
+    screenshot = None
+    if kind in ("screenshot", "screenshot_a11y_tree"):
+        assert observation.screenshot is not None
+        screenshot = _encode_png(observation.screenshot)
+    return ObservationRecord(screenshot, tree), None
+
+
+def prepare_step(
+    config: AgentConfig,
+    state: AgentState,
+    instruction: str,
+    observation: Observation | Mapping[str, Any],
+) -> StepRequest:
+    """The messages for this step: system, the last turns of history, the current observation.
+
+    `observation` may be an `Observation` or an OSWorld observation dict (checked
+    with `Observation.from_dict`). Nothing in `state` is recomputed: history
+    turns reuse their stored processed observations.
+    """
+    if not isinstance(observation, Observation):
+        observation = Observation.from_dict(observation, config.observation_type)
+    else:
+        # Re-check: an Observation built by hand may lack what this type needs.
+        Observation.from_dict(attrs.asdict(observation), config.observation_type)
+    record, masks = _process(config, observation)
+    messages = (
+        system_message(config, instruction),
+        *_history(config, state),
+        _user_message(config, record, current=True),
+    )
+    return StepRequest(messages=messages, observation=record, masks=masks)
+
+
+def parse_reply(
+    config: AgentConfig, response_text: str, masks: tuple[Mask, ...] | None = None
+) -> list[Action] | None:
+    """The actions in a reply under `config`'s action space, or None when none can be read."""
+    if config.action_space == "computer_13":
+        result = parse_actions_from_string(response_text)
+        return result.unwrap() if isinstance(result, Success) else None
+    if config.observation_type == "som":
+        return list(parse_code_from_som_string(response_text, masks or ()))
+    return list(parse_code_from_string(response_text))
+
+
+def complete_step(
+    config: AgentConfig,
+    state: AgentState,
+    request: StepRequest,
+    response_text: str,
+    *,
+    continuation: Continuation | None = None,
+) -> tuple[AgentState, list[Action] | None]:
+    """Parse the reply and record the turn; returns the new state and the actions.
+
+    The new state appends the step's observation, the actions (`None` when the
+    reply could not be parsed) and the thought (the raw reply, or `""` when it
+    could not be parsed), so the three tuples keep the same length. `state` is
+    not changed. `continuation` records where a stateful provider left off.
+    """
+    actions = parse_reply(config, response_text, request.masks)
+    stored = None if actions is None else tuple(copy.deepcopy(actions))
+    new_state = attrs.evolve(
+        state,
+        observations=(*state.observations, request.observation),
+        actions=(*state.actions, stored),
+        thoughts=(*state.thoughts, response_text if actions is not None else ""),
+        continuation=continuation,
+    )
+    return new_state, actions

@@ -1,0 +1,67 @@
+"""AgentConfig: the reference defaults and validation that names the bad field."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from osharm_core import AgentConfig, ConfigError
+
+
+def test_defaults_are_the_reference_agents() -> None:
+    """Every default equals the reference PromptAgent's constructor default."""
+    config = AgentConfig()
+    assert attrs.asdict(config) == {
+        "model": "gpt-4-vision-preview",
+        "max_tokens": 1500,
+        "top_p": 0.9,
+        "temperature": 0.5,
+        "action_space": "computer_13",
+        "observation_type": "screenshot_a11y_tree",
+        "max_trajectory_length": 3,
+        "a11y_tree_max_tokens": 10000,
+        "platform": "ubuntu",
+        "ubuntu_attributes": False,
+        "som_test_original": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("observation_type", "video", "observation_type must be one of screenshot, a11y_tree"),
+        ("action_space", "xdotool", "action_space must be one of computer_13, pyautogui"),
+        ("platform", "macos", "platform must be one of ubuntu, windows"),
+        ("max_tokens", 0, "max_tokens must be at least 1"),
+        ("max_tokens", 1.5, "max_tokens must be an integer"),
+        ("top_p", 1.5, "top_p must be between 0.0 and 1.0"),
+        ("temperature", float("nan"), "temperature must be between"),
+        ("temperature", True, "temperature must be a number"),
+        ("max_trajectory_length", -1, "max_trajectory_length must be at least 0"),
+        ("a11y_tree_max_tokens", 0, "a11y_tree_max_tokens must be at least 1"),
+        ("model", "  ", "model must be a non-empty string"),
+    ],
+)
+def test_bad_values_name_the_field(field: str, value: object, message: str) -> None:
+    """A bad value raises a ValueError naming the field and what it allows."""
+    with pytest.raises(ConfigError, match=message):
+        AgentConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_som_needs_pyautogui() -> None:
+    """The pair som + computer_13 is refused at construction, as the reference does."""
+    with pytest.raises(ValueError, match="som"):
+        AgentConfig(observation_type="som", action_space="computer_13")
+    assert AgentConfig(observation_type="som", action_space="pyautogui").observation_type == "som"
+
+
+def test_evolve_revalidates() -> None:
+    """Changing a config with attrs.evolve runs the same validation."""
+    with pytest.raises(ConfigError):
+        attrs.evolve(AgentConfig(action_space="pyautogui", observation_type="som"), action_space="computer_13")
+
+
+def test_frozen() -> None:
+    """A config cannot be changed in place."""
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        AgentConfig().model = "x"  # type: ignore[misc]

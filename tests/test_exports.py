@@ -1,0 +1,38 @@
+"""The public names DESIGN.md promises exist and are exported from the packages."""
+
+from __future__ import annotations
+
+import osharm_core
+
+DESIGN_CORE_NAMES = {
+    "AgentConfig",
+    "system_prompt",
+    "Observation",
+    "AgentState",
+    "linearize_accessibility_tree",
+    "trim_accessibility_tree",
+    "tag_screenshot",
+    "prepare_step",
+    "complete_step",
+    "parse_code_from_string",
+    "parse_code_from_som_string",
+    "parse_actions_from_string",
+    "validate_computer_13",
+    "render_openai_chat",
+}
+
+
+def test_core_exports_every_design_name() -> None:
+    """Every name in DESIGN.md's table for osharm_core is importable from the package."""
+    missing = DESIGN_CORE_NAMES - set(osharm_core.__all__)
+    assert not missing
+    for name in osharm_core.__all__:
+        assert hasattr(osharm_core, name), name
+
+
+def test_all_is_complete_and_sorted() -> None:
+    """__all__ lists every public name the package defines, in order."""
+    public = {n for n in vars(osharm_core) if not n.startswith("_")}
+    modules = {n for n, v in vars(osharm_core).items() if type(v).__name__ == "module"}
+    assert public - modules - {"annotations"} == set(osharm_core.__all__)
+    assert list(osharm_core.__all__) == sorted(osharm_core.__all__)

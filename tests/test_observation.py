@@ -1,0 +1,113 @@
+"""Observation.from_dict: what each observation type needs, and clear errors when it is missing."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+
+from osharm_core import (
+    AccessibilityTreeError,
+    Observation,
+    ObservationError,
+    ScreenshotError,
+)
+from osharm_core.observation import PNG_SIGNATURE, png_size
+from tests.conftest import OBSERVATIONS
+
+PNG = (OBSERVATIONS / "mousepad_notes.png").read_bytes()
+XML = (OBSERVATIONS / "mousepad_notes.xml").read_text(encoding="utf-8")
+
+
+def _png_header(width: int, height: int) -> bytes:
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return PNG_SIGNATURE + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
+
+
+@pytest.mark.parametrize(
+    ("kind", "has_png", "has_xml"),
+    [
+        ("screenshot", True, False),
+        ("a11y_tree", False, True),
+        ("screenshot_a11y_tree", True, True),
+        ("som", True, True),
+    ],
+)
+def test_takes_what_each_type_needs(kind: str, has_png: bool, has_xml: bool) -> None:
+    """Each observation type keeps exactly the inputs it uses."""
+    obs = Observation.from_dict({"screenshot": PNG, "accessibility_tree": XML}, kind)  # type: ignore[arg-type]
+    assert (obs.screenshot is not None) == has_png
+    assert (obs.accessibility_tree is not None) == has_xml
+
+
+@pytest.mark.parametrize("kind", ["screenshot", "screenshot_a11y_tree", "som"])
+def test_missing_screenshot_names_key_and_type(kind: str) -> None:
+    """A missing screenshot is a ScreenshotError that names the key and the observation type."""
+    with pytest.raises(ScreenshotError, match=rf"'{kind}'.*'screenshot'.*no such key"):
+        Observation.from_dict({"accessibility_tree": XML}, kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["a11y_tree", "screenshot_a11y_tree", "som"])
+def test_missing_tree_names_key_and_type(kind: str) -> None:
+    """A tree set to None is an AccessibilityTreeError that names the key and the type."""
+    with pytest.raises(AccessibilityTreeError, match=r"'accessibility_tree'.*set to None"):
+        Observation.from_dict({"screenshot": PNG, "accessibility_tree": None}, kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not bytes", "must be PNG bytes"),
+        (b"GIF89a" + b"\0" * 40, "not a PNG"),
+        (PNG_SIGNATURE, "truncated"),
+        (_png_header(0, 10), "empty image"),
+    ],
+)
+def test_bad_screenshot_is_refused(value: object, message: str) -> None:
+    """Wrong types, wrong signatures and cut-off headers are refused before any decoding."""
+    with pytest.raises(ScreenshotError, match=message):
+        Observation.from_dict({"screenshot": value}, "screenshot")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(42, "must be an XML string"), ("   ", "empty"), (b"\xff\xfe<a/>", "not UTF-8")],
+)
+def test_bad_tree_is_refused(value: object, message: str) -> None:
+    """A tree that is not text, is blank, or is not UTF-8 is refused with the key named."""
+    with pytest.raises(AccessibilityTreeError, match=message):
+        Observation.from_dict({"accessibility_tree": value}, "a11y_tree")
+
+
+def test_tree_bytes_are_decoded() -> None:
+    """A tree given as UTF-8 bytes is accepted as text."""
+    obs = Observation.from_dict({"accessibility_tree": XML.encode()}, "a11y_tree")
+    assert obs.accessibility_tree == XML
+
+
+def test_unknown_type_and_non_mapping() -> None:
+    """An unknown observation type or a non-mapping observation is an ObservationError."""
+    with pytest.raises(ObservationError, match="unknown observation type"):
+        Observation.from_dict({}, "video")  # type: ignore[arg-type]
+    with pytest.raises(ObservationError, match="mapping"):
+        Observation.from_dict([], "screenshot")  # type: ignore[arg-type]
+
+
+def test_errors_are_value_errors() -> None:
+    """Callers that catch ValueError, as with the reference agent, still catch these errors."""
+    with pytest.raises(ValueError):  # noqa: PT011
+        Observation.from_dict({}, "screenshot")
+
+
+def test_huge_claimed_size_is_read_without_decoding() -> None:
+    """The header of a PNG claiming 100k x 100k pixels is read without allocating anything."""
+    assert png_size(_png_header(100_000, 100_000)) == (100_000, 100_000)
+    assert Observation(screenshot=PNG).screenshot_size == (1920, 1080)
+
+
+def test_repr_hides_payloads() -> None:
+    """The repr shows sizes, not megabytes of bytes and XML."""
+    text = repr(Observation(screenshot=PNG, accessibility_tree=XML))
+    assert len(text) < 120
