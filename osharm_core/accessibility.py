@@ -1,0 +1,434 @@
+"""Accessibility trees: safe parsing, the reference's node filter, and the linearized table.
+
+The filter and the text column are written once here and shared with set-of-marks
+tagging (`osharm_core.marks`).
+
+Parsing refuses what accessibility trees never contain and what attacks parsers use:
+any DOCTYPE (so no entity can be declared, expanded or fetched), text or attribute
+values over libxml2's 10 MB limit, and nesting deeper than libxml2's 256 levels.
+Documents of any total size are parsed (a 50 MB tree takes about a second).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Final, cast
+
+import attrs
+from lxml import etree
+
+from osharm_core.config import Platform
+from osharm_core.errors import AccessibilityTreeError, ConfigError
+
+__all__ = [
+    "LINEARIZED_HEADER",
+    "NAMESPACES",
+    "PlatformKeys",
+    "filter_nodes",
+    "linearize_accessibility_tree",
+    "parse_accessibility_tree",
+    "parse_pair",
+    "platform_keys",
+    "text_cell",
+]
+
+#: The first line of every linearized tree.
+LINEARIZED_HEADER: Final = (
+    "tag\tname\ttext\tclass\tdescription\tposition (top-left x&y)\tsize (w&h)"
+)
+
+_UBUNTU: Final = "https://accessibility.ubuntu.example.org/ns/"
+_WINDOWS: Final = "https://accessibility.windows.example.org/ns/"
+
+#: The namespace URIs the desktop servers write, per platform and kind.
+NAMESPACES: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+    {
+        platform: MappingProxyType(
+            {kind: base + kind for kind in ("state", "component", "value", "attributes")}
+        )
+        for platform, base in (("ubuntu", _UBUNTU), ("windows", _WINDOWS))
+    }
+)
+_WINDOWS_CLASS_KEY: Final = f"{{{_WINDOWS}class}}class"
+
+_ROLE_PREFIX: Final = "document"
+_ROLE_SUFFIXES: Final = (
+    "item",
+    "button",
+    "heading",
+    "label",
+    "scrollbar",
+    "searchbox",
+    "textbox",
+    "link",
+    "tabelement",
+    "textfield",
+    "textarea",
+    "menu",
+)
+_ROLES: Final = frozenset(
+    {
+        "alert",
+        "canvas",
+        "check-box",
+        "combo-box",
+        "entry",
+        "icon",
+        "image",
+        "paragraph",
+        "scroll-bar",
+        "section",
+        "slider",
+        "static",
+        "table-cell",
+        "terminal",
+        "text",
+        "netuiribbontab",
+        "start",
+        "trayclockwclass",
+        "traydummysearchcontrol",
+        "uiimage",
+        "uiproperty",
+        "uiribboncommandbar",
+    }
+)
+
+
+@attrs.frozen
+class PlatformKeys:
+    """The attribute names one platform's trees are read with (Clark notation, `{uri}local`).
+
+    `showing` is `None` on windows, whose filter does not consult it; `state_ns`
+    is the state namespace URI; `class_` and `description` feed the table's class
+    and description columns.
+    """
+
+    state_ns: str
+    showing: str | None
+    visible: str
+    usable: tuple[str, ...]
+    screencoord: str
+    size: str
+    value: str
+    class_: str
+    description: str
+
+
+def _keys(platform: str, attributes_base: str) -> PlatformKeys:
+    base = _UBUNTU if platform == "ubuntu" else _WINDOWS
+    state = f"{{{base}state}}"
+    component = f"{{{base}component}}"
+    attributes = f"{{{attributes_base}attributes}}"
+    return PlatformKeys(
+        state_ns=base + "state",
+        showing=state + "showing" if platform == "ubuntu" else None,
+        visible=state + "visible",
+        usable=tuple(state + name for name in _USABLE_STATES),
+        screencoord=component + "screencoord",
+        size=component + "size",
+        value=f"{{{base}value}}value",
+        class_=attributes + "class" if platform == "ubuntu" else _WINDOWS_CLASS_KEY,
+        description=attributes + "description",
+    )
+
+
+_USABLE_STATES: Final = ("enabled", "editable", "expandable", "checkable")
+# The reference reads ubuntu's class and description through the windows
+# attributes namespace, so by default those columns stay empty on ubuntu trees.
+_PLATFORM_KEYS: Final = MappingProxyType(
+    {
+        ("ubuntu", False): _keys("ubuntu", _WINDOWS),
+        ("ubuntu", True): _keys("ubuntu", _UBUNTU),
+        ("windows", False): _keys("windows", _WINDOWS),
+        ("windows", True): _keys("windows", _WINDOWS),
+    }
+)
+
+
+def platform_keys(platform: str, *, ubuntu_attributes: bool = False) -> PlatformKeys:
+    """The attribute names for `platform` ("ubuntu" or "windows"); `ConfigError` otherwise.
+
+    >>> platform_keys("windows").size
+    '{https://accessibility.windows.example.org/ns/component}size'
+    """
+    try:
+        return _PLATFORM_KEYS[(platform, bool(ubuntu_attributes))]
+    except (KeyError, TypeError):
+        raise ConfigError(f"platform must be 'ubuntu' or 'windows'; got {platform!r}") from None
+
+
+# --- parsing ---------------------------------------------------------------
+
+_XML_SPACE: Final = b" \t\r\n"
+_UTF32_BOMS: Final = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+_UTF16_BOMS: Final = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def _prolog_has_doctype(data: bytes) -> bool:
+    """Whether a DOCTYPE declaration precedes the root element (ASCII-compatible bytes)."""
+    if b"<!DOCTYPE" not in data:
+        return False
+    i = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    end = len(data)
+    while True:
+        while i < end and data[i] in _XML_SPACE:
+            i += 1
+        if data.startswith(b"<?", i):
+            close, skip = data.find(b"?>", i + 2), 2
+        elif data.startswith(b"<!--", i):
+            close, skip = data.find(b"-->", i + 4), 3
+        else:
+            return data.startswith(b"<!DOCTYPE", i)
+        if close < 0:
+            return False
+        i = close + skip
+
+
+def _as_utf8(xml: str | bytes) -> tuple[bytes, bool]:
+    """The tree as bytes, and whether it is known to be UTF-8 (its declaration then ignored)."""
+    if isinstance(xml, str):
+        raw = xml
+    elif isinstance(xml, bytes | bytearray | memoryview):
+        data = bytes(xml)
+        if data.startswith(_UTF32_BOMS):
+            codec = "utf-32"
+        elif data.startswith(_UTF16_BOMS):
+            codec = "utf-16"
+        else:
+            return data, False
+        try:
+            raw = data.decode(codec)
+        except UnicodeDecodeError as exc:
+            raise AccessibilityTreeError(
+                f"accessibility tree is not valid {codec}: {exc}"
+            ) from None
+    else:
+        raise AccessibilityTreeError(
+            f"accessibility tree must be str or bytes, not {type(xml).__name__}"
+        )
+    try:
+        return raw.encode("utf-8"), True
+    except UnicodeEncodeError as exc:
+        raise AccessibilityTreeError(
+            f"accessibility tree holds text that cannot be encoded: {exc}"
+        ) from None
+
+
+def _refuse_doctype() -> AccessibilityTreeError:
+    return AccessibilityTreeError(
+        "accessibility tree has a DOCTYPE declaration; DTDs are refused because they can "
+        "declare entities that expand without bound or fetch files and URLs"
+    )
+
+
+def parse_accessibility_tree(xml: str | bytes) -> etree._Element:
+    """Parse a tree safely and return its root element; `AccessibilityTreeError` if refused.
+
+    Accepts `str` (any encoding declaration is ignored) or `bytes` (UTF-8, a BOM, or a
+    declared encoding). Entities are never expanded, DTDs never loaded, nothing is fetched.
+    Comments and processing instructions are dropped (their surrounding text is joined,
+    as the reference's ElementTree does).
+
+    >>> parse_accessibility_tree('<desktop-frame><a name="x"/></desktop-frame>')[0].get("name")
+    'x'
+    """
+    data, is_utf8 = _as_utf8(xml)
+    if _prolog_has_doctype(data):
+        raise _refuse_doctype()
+    parser = etree.XMLParser(
+        encoding="utf-8" if is_utf8 else None,
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        dtd_validation=False,
+        huge_tree=False,
+        remove_comments=True,
+        remove_pis=True,
+        collect_ids=False,
+    )
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as exc:
+        line, column = exc.position
+        message = exc.error_log[0].message if len(exc.error_log) else exc.msg
+        raise AccessibilityTreeError(
+            f"accessibility tree is not well-formed XML (line {line}, column {column}): {message}"
+        ) from None
+    except ValueError as exc:
+        raise AccessibilityTreeError(f"accessibility tree cannot be parsed: {exc}") from None
+    # Second line of defence for encodings the byte scan above cannot read.
+    if root.getroottree().docinfo.doctype:
+        raise _refuse_doctype()
+    return root
+
+
+# --- the node filter ---------------------------------------------------------
+
+_WS: Final = r"[ \t\f\r\n]*"
+_DIGITS: Final = r"[0-9](?:_?[0-9])*"
+_EXPONENT: Final = rf"[eE][+-]?{_DIGITS}"
+_INT: Final = (
+    r"0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|[1-9](?:_?[0-9])*|0(?:_?0)*"
+)
+_FLOAT: Final = (
+    rf"(?:{_DIGITS})?\.{_DIGITS}(?:{_EXPONENT})?|{_DIGITS}\.(?:{_EXPONENT})?|{_DIGITS}{_EXPONENT}"
+)
+
+
+def _number(group: str) -> str:
+    return rf"(?P<{group}>[+-]?(?:(?P<{group}f>{_FLOAT})|(?P<{group}i>{_INT})))"
+
+
+_PAIR: Final = re.compile(rf"{_WS}\({_WS}{_number('a')}{_WS},{_WS}{_number('b')}{_WS}\){_WS}")
+
+# What the desktop servers write; read without the general pattern's backtracking.
+_SIMPLE_PAIR: Final = re.compile(r"\((-?(?:0|[1-9][0-9]*)), (-?(?:0|[1-9][0-9]*))\)")
+
+
+def parse_pair(text: str) -> tuple[int | float, int | float] | None:
+    """Read `"(x, y)"` strictly: two Python int or float literals, each with an optional sign.
+
+    Returns `None` for anything else (never evaluates the text).
+
+    >>> parse_pair("(12, -3.5)"), parse_pair("(0x10, 1_000)"), parse_pair("__import__('os')")
+    ((12, -3.5), (16, 1000), None)
+    """
+    simple = _SIMPLE_PAIR.fullmatch(text)
+    if simple is not None:
+        return int(simple.group(1)), int(simple.group(2))
+    match = _PAIR.fullmatch(text)
+    if match is None:
+        return None
+    values: list[int | float] = []
+    for name in "ab":
+        number = match.group(name)
+        values.append(float(number) if match.group(name + "f") else int(number, 0))
+    return values[0], values[1]
+
+
+def _role_kept(tag: str) -> bool:
+    return tag.startswith(_ROLE_PREFIX) or tag.endswith(_ROLE_SUFFIXES) or tag in _ROLES
+
+
+def _geometry_kept(position: str, size: str) -> bool:
+    xy, wh = parse_pair(position), parse_pair(size)
+    return (
+        xy is not None and wh is not None and xy[0] >= 0 and xy[1] >= 0 and wh[0] > 0 and wh[1] > 0
+    )
+
+
+def filter_nodes(
+    root: etree._Element, platform: str = "ubuntu", *, check_image: bool = False
+) -> tuple[etree._Element, ...]:
+    """The elements the reference keeps, in document order, the root included.
+
+    A node is kept when its role is on the reference's list, it is visible (and
+    showing, on ubuntu), enabled/editable/expandable/checkable, has a name or text
+    (or, with `check_image`, `image="true"`), and has a non-negative position and a
+    positive size.
+    """
+    keys = platform_keys(platform)
+    # libxml2 narrows the walk to elements that carry the required state at all
+    # (few, on large trees; XPath keeps document order), then Python applies
+    # every rule exactly.
+    required = "showing" if keys.showing is not None else "visible"
+    candidates = etree.XPath(
+        f"descendant-or-self::*[@s:{required}]", namespaces={"s": keys.state_ns}
+    )
+    showing, visible, (enabled, editable, expandable, checkable) = (
+        keys.showing,
+        keys.visible,
+        keys.usable,
+    )
+    position_key, size_key = keys.screencoord, keys.size
+    roles: dict[str, bool] = {}
+    kept: list[etree._Element] = []
+    for node in cast(list[etree._Element], candidates(root)):
+        tag = cast(str, node.tag)
+        role_kept = roles.get(tag)
+        if role_kept is None:
+            role_kept = roles[tag] = _role_kept(tag)
+        if not role_kept:
+            continue
+        get = node.get
+        if get(visible) != "true" or (showing is not None and get(showing) != "true"):
+            continue
+        if not (
+            get(enabled) == "true"
+            or get(editable) == "true"
+            or get(expandable) == "true"
+            or get(checkable) == "true"
+        ):
+            continue
+        if not (get("name") or node.text or (check_image and get("image") == "true")):
+            continue
+        if _geometry_kept(get(position_key, "(-1, -1)"), get(size_key, "(-1, -1)")):
+            kept.append(node)
+    return tuple(kept)
+
+
+# --- the table ---------------------------------------------------------------
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"' if '"' in text else text
+
+
+def text_cell(node: etree._Element, keys: PlatformKeys) -> str:
+    """The text column: the element text, else an EditWrapper's value, else `""`.
+
+    Text holding `"` is wrapped in quotes with every inner `"` doubled.
+    """
+    text = node.text
+    if text:
+        return _quoted(text)
+    if node.get(_WINDOWS_CLASS_KEY, "").endswith("EditWrapper"):
+        value = node.get(keys.value)
+        if value:
+            return _quoted(value)
+    return '""'
+
+
+def _row(keys: PlatformKeys) -> Callable[[etree._Element], str]:
+    def row(node: etree._Element) -> str:
+        get = node.get
+        return "\t".join(
+            (
+                cast(str, node.tag),
+                get("name", ""),
+                text_cell(node, keys),
+                get(keys.class_, ""),
+                get(keys.description, ""),
+                get(keys.screencoord, ""),
+                get(keys.size, ""),
+            )
+        )
+
+    return row
+
+
+def linearize_accessibility_tree(
+    xml: str | bytes, platform: Platform = "ubuntu", *, ubuntu_attributes: bool = False
+) -> str:
+    """The tab-separated table of the kept nodes, byte-identical to the reference's.
+
+    One header line, then one row per kept node: tag, name, text, class,
+    description, position and size. With `ubuntu_attributes=True` the class and
+    description columns of ubuntu trees come from the real ubuntu attributes
+    namespace instead of the (empty) windows one the reference reads.
+
+    >>> print(linearize_accessibility_tree(
+    ...     '<r xmlns:st="https://accessibility.ubuntu.example.org/ns/state"'
+    ...     ' xmlns:cp="https://accessibility.ubuntu.example.org/ns/component">'
+    ...     '<push-button name="OK" st:showing="true" st:visible="true" st:enabled="true"'
+    ...     ' cp:screencoord="(10, 20)" cp:size="(80, 30)"/></r>'
+    ... ).replace("\\t", "|"))
+    tag|name|text|class|description|position (top-left x&y)|size (w&h)
+    push-button|OK|""|||(10, 20)|(80, 30)
+    """
+    keys = platform_keys(platform, ubuntu_attributes=ubuntu_attributes)
+    nodes = filter_nodes(parse_accessibility_tree(xml), platform)
+    return "\n".join((LINEARIZED_HEADER, *map(_row(keys), nodes)))

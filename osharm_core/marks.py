@@ -1,0 +1,272 @@
+"""Set-of-marks: number the kept elements on the screenshot and list them in a table.
+
+By default the decisions are exactly the reference's on ubuntu trees: the same nodes
+(the accessibility filter with the image rule), the same integer reading of their
+geometry, the same single-colour test on the image as it is being drawn, the same
+drawing with Pillow's built-in default font. Windows trees are read with the
+windows namespaces (the reference tags none of their nodes).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Any, Final
+
+import attrs
+from lxml import etree
+from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont
+
+from osharm_core.accessibility import (
+    filter_nodes,
+    parse_accessibility_tree,
+    platform_keys,
+    text_cell,
+)
+from osharm_core.config import Platform
+from osharm_core.errors import ScreenshotError
+from osharm_core.state import Mask
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "ELEMENT_TABLE_HEADER",
+    "SetOfMarks",
+    "open_screenshot",
+    "single_colour",
+    "tag_screenshot",
+]
+
+#: The largest screenshot (width times height) decoded unless the caller allows more.
+DEFAULT_MAX_PIXELS: Final = 8192 * 8192
+#: The first line of every element table.
+ELEMENT_TABLE_HEADER: Final = "index\ttag\tname\ttext"
+
+_PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
+# Drawing coordinates beyond the image by more than this are pulled in: what lands
+# on the image stays the same, and Pillow misdraws and crawls near 2**31.
+_DRAW_MARGIN: Final = 256
+
+
+@attrs.frozen
+class SetOfMarks:
+    """A tagged screenshot: the marks `(x, y, w, h)`, the PNG bytes, the element table.
+
+    Unpacks as `masks, png, table = tag_screenshot(...)`; the attributes are
+    precisely typed, the unpacked values are not.
+    """
+
+    masks: tuple[Mask, ...]
+    tagged_screenshot: bytes
+    element_table: str
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield masks, tagged screenshot and element table, in that order."""
+        return iter((self.masks, self.tagged_screenshot, self.element_table))
+
+
+def _checked_header(data: object, max_pixels: int) -> bytes:
+    """The PNG bytes, once the signature and the header's pixel count are acceptable."""
+    if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+        raise ValueError(f"max_pixels must be a positive int; got {max_pixels!r}")
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ScreenshotError(f"screenshot must be PNG bytes, not {type(data).__name__}")
+    data = bytes(data)
+    if not data.startswith(_PNG_SIGNATURE):
+        raise ScreenshotError(
+            f"screenshot is not a PNG: it starts with {data[:8]!r}, not the PNG signature"
+        )
+    if len(data) < 24 or data[12:16] != b"IHDR":
+        raise ScreenshotError("screenshot PNG is truncated or malformed: no IHDR header chunk")
+    width, height = struct.unpack(">II", data[16:24])
+    if width == 0 or height == 0:
+        raise ScreenshotError(f"screenshot PNG claims an empty image ({width} x {height})")
+    if width * height > max_pixels:
+        raise ScreenshotError(
+            f"screenshot PNG claims {width} x {height} = {width * height} pixels, "
+            f"more than the {max_pixels} allowed"
+        )
+    return data
+
+
+def open_screenshot(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """Decode a PNG screenshot, refusing non-PNG bytes, oversized headers and truncated data.
+
+    The pixel count in the header is checked before any pixel is decoded, whatever
+    Pillow's global `MAX_IMAGE_PIXELS` says. Every refusal is a `ScreenshotError`.
+    """
+    data = _checked_header(data, max_pixels)
+    try:
+        image = Image.open(io.BytesIO(data), formats=("PNG",))
+        image.load()
+    except (
+        OSError,
+        SyntaxError,
+        ValueError,
+        EOFError,
+        struct.error,
+        zlib.error,
+        Image.DecompressionBombError,
+    ) as exc:
+        raise ScreenshotError(f"screenshot PNG cannot be decoded: {exc}") from None
+    return image
+
+
+def _is_zero(pixel: Any) -> bool:
+    return not any(pixel) if isinstance(pixel, tuple) else pixel == 0
+
+
+def single_colour(image: Image.Image, box: tuple[int, int, int, int]) -> bool:
+    """Whether `image.crop(box)` holds a single colour, without building that crop.
+
+    Pillow fills the part of a crop outside the image with zeros; so does this
+    test. It samples a few pixels first and only reads the whole (clipped) area
+    when they all agree; no allocation exceeds the image itself.
+    """
+    width, height = image.size
+    x0, y0, x1, y1 = box
+    left, top, right, bottom = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
+    if left >= right or top >= bottom:
+        return True
+    spills = x0 < 0 or y0 < 0 or x1 > width or y1 > height
+    samples = {
+        (left, top),
+        (right - 1, top),
+        (left, bottom - 1),
+        (right - 1, bottom - 1),
+        ((left + right) // 2, (top + bottom) // 2),
+    }
+    getpixel = image.getpixel
+    first = getpixel((left, top))
+    if spills and not _is_zero(first):
+        return False
+    if any(getpixel(xy) != first for xy in samples):
+        return False
+    extrema: Any = image.crop((left, top, right, bottom)).getextrema()
+    bands = extrema if isinstance(extrema[0], tuple) else (extrema,)
+    return all(low == high for low, high in bands)
+
+
+@functools.cache
+def _font() -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    return ImageFont.load_default()
+
+
+def _reference_ints(text: str | None) -> tuple[int, int] | None:
+    """Read geometry the reference's way: strip parentheses, split on ", ", int() each part."""
+    if not text:
+        return None
+    try:
+        parts = tuple(int(part) for part in text.strip("()").split(", "))
+    except ValueError:
+        return None
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+# Image modes whose drawing never touches a palette, so a finished label can be
+# copied in as pixels.
+_STAMP_MODES: Final = frozenset({"RGB", "RGBA", "L", "LA"})
+_STAMP_PAD: Final = 8
+
+
+def _draw_label(draw: ImageDraw.ImageDraw, anchor: tuple[int, int], label: str) -> None:
+    font = _font()
+    box = draw.textbbox(anchor, label, font=font, anchor="lb")
+    draw.rectangle(box, fill="black")
+    draw.text(anchor, label, font=font, anchor="lb", fill="white")
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_stamp(label: str, mode: str) -> tuple[int, int, Image.Image] | None:
+    """A finished label (black box, white number) as pixels, with its offset from the anchor.
+
+    Inside its box the label does not depend on what was beneath (the box is
+    filled before the number is drawn on it); it is used as a stamp only when
+    drawing it on a dark canvas left every pixel outside the box untouched, so
+    pasting it gives exactly the pixels drawing would. `None` otherwise.
+    """
+    if mode not in _STAMP_MODES:
+        return None
+    probe = ImageDraw.Draw(Image.new(mode, (1, 1)))
+    bbox = probe.textbbox((0, 0), label, font=_font(), anchor="lb")
+    if any(v != int(v) for v in bbox):
+        return None
+    left, top, right, bottom = (int(v) for v in bbox)
+    size = (right - left + 1 + 2 * _STAMP_PAD, bottom - top + 1 + 2 * _STAMP_PAD)
+    inside = (_STAMP_PAD, _STAMP_PAD, size[0] - _STAMP_PAD, size[1] - _STAMP_PAD)
+    blank = Image.new(mode, size, ImageColor.getcolor("#0a141e", mode))
+    canvas = blank.copy()
+    _draw_label(ImageDraw.Draw(canvas), (_STAMP_PAD - left, _STAMP_PAD - top), label)
+    outside = ImageChops.difference(canvas, blank)
+    outside.paste(0, inside)
+    if outside.getbbox() is not None:
+        return None
+    return left, top, canvas.crop(inside)
+
+
+def _draw_mark(
+    image: Image.Image, draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], label: str
+) -> None:
+    """The reference's mark: a red outline, then the number on black at the bottom-left corner."""
+    x, y, right, bottom = box
+    right = min(right, image.size[0] + _DRAW_MARGIN)
+    bottom = min(bottom, image.size[1] + _DRAW_MARGIN)
+    draw.rectangle([(x, y), (right, bottom)], outline="red", width=1)
+    stamp = _label_stamp(label, image.mode)
+    if stamp is None:
+        _draw_label(draw, (x, bottom), label)
+    else:
+        left, top, pixels = stamp
+        image.paste(pixels, (x + left, bottom + top))
+
+
+def tag_screenshot(
+    screenshot: bytes,
+    xml: str | bytes,
+    platform: Platform = "ubuntu",
+    *,
+    test_original: bool = False,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> SetOfMarks:
+    """Draw a numbered box on the screenshot for every kept element, from 1, in document order.
+
+    An element whose area is a single colour is skipped (by default judged on the
+    image as drawn so far, like the reference; on the untouched screenshot with
+    `test_original=True`). Raises `ScreenshotError` for a bad PNG and
+    `AccessibilityTreeError` for a bad tree.
+    """
+    keys = platform_keys(platform)
+    _checked_header(screenshot, max_pixels)
+    nodes = filter_nodes(parse_accessibility_tree(xml), platform, check_image=True)
+    image = open_screenshot(screenshot, max_pixels=max_pixels)
+    probe = image.copy() if test_original else image
+    draw = ImageDraw.Draw(image)
+    masks: list[Mask] = []
+    rows = [ELEMENT_TABLE_HEADER]
+    for node in nodes:
+        position = _reference_ints(node.get(keys.screencoord))
+        size = _reference_ints(node.get(keys.size))
+        if position is None or size is None:
+            continue
+        (x, y), (w, h) = position, size
+        if w <= 0 or h <= 0:
+            continue
+        box = (x, y, x + w, y + h)
+        if single_colour(probe, box):
+            continue
+        index = len(masks) + 1
+        try:
+            _draw_mark(image, draw, box, str(index))
+        except ValueError:
+            continue  # the reference skips a node whose drawing Pillow refuses
+        masks.append((x, y, w, h))
+        rows.append(f"{index}\t{_tag(node)}\t{node.get('name', '')}\t{text_cell(node, keys)}")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return SetOfMarks(tuple(masks), buffer.getvalue(), "\n".join(rows))
+
+
+def _tag(node: etree._Element) -> str:
+    return str(node.tag)
