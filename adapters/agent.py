@@ -1,0 +1,279 @@
+"""`PromptAgent`: the reference agent's interface as a thin stateful shell over the pure core.
+
+It holds the current immutable `AgentState`, builds each step with
+`prepare_step`, asks its model client, and swaps in the state
+`complete_step` returns. Drop it into an OSWorld / OS-Harm loop in place of
+`mm_agents.agent.PromptAgent`.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from adapters import replay as _replay  # noqa: F401  (importing it registers `replay:`)
+from adapters.base import ModelClient, ModelRequest, ModelResponse
+from adapters.recording import Recorder, StepRecord
+from adapters.registry import client_for
+from osharm_core import Action, AgentConfig, AgentState, ImagePart
+from osharm_core.observation import PNG_SIGNATURE, Observation
+from osharm_core.prompts import system_prompt
+from osharm_core.step import StepRequest, complete_step, prepare_step
+
+DEFAULT_LOGGER: Final = "desktopenv.agent"
+
+
+class _ConfigField:
+    """An agent attribute that reads and (validated) writes one `AgentConfig` field."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, agent: PromptAgent | None, owner: type | None = None) -> Any:
+        if agent is None:
+            return self
+        return getattr(agent.config, self.name)
+
+    def __set__(self, agent: PromptAgent, value: Any) -> None:
+        agent.config = attrs.evolve(agent.config, **{self.name: value})
+
+
+@attrs.frozen
+class _Pending:
+    """One step between building the request and receiving the reply."""
+
+    config: AgentConfig
+    state: AgentState
+    instruction: str
+    step: StepRequest
+    model_request: ModelRequest
+    raw: Observation
+
+
+def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
+    """What the environment gave, for the recorder: any PNG screenshot and XML tree it holds."""
+    if isinstance(obs, Observation):
+        return obs
+    shot = obs.get("screenshot") if isinstance(obs, Mapping) else None
+    tree = obs.get("accessibility_tree") if isinstance(obs, Mapping) else None
+    png = bytes(shot) if isinstance(shot, bytes | bytearray) else None
+    return Observation(
+        screenshot=png if png is not None and png.startswith(PNG_SIGNATURE) else None,
+        accessibility_tree=tree if isinstance(tree, str) else None,
+    )
+
+
+def _describe_images(images: tuple[ImagePart, ...]) -> str:
+    return ", ".join(
+        f"{len(i.data)} b64 chars sha256:{hashlib.sha256(i.data.encode()).hexdigest()[:12]}"
+        for i in images
+    )
+
+
+class PromptAgent:
+    """The reference `PromptAgent`'s constructor, attributes and methods, over the pure core.
+
+    Positional parameters and defaults are the reference's. `client` is any
+    `ModelClient`; without one, `client_for(model)` is called on the first
+    `predict`, so building an agent needs no key. `recorder` (for example a
+    `TrajectoryRecorder`) receives every finished step. An invalid
+    combination raises `ValueError` here, as the reference does.
+
+    The configuration fields are attributes (`agent.temperature = 0.2` is
+    validated); `system_message` is the prompt without the task sentence;
+    `observations`, `actions` and `thoughts` are fresh lists built from the
+    immutable `state` on every access.
+    """
+
+    platform = _ConfigField()
+    model = _ConfigField()
+    max_tokens = _ConfigField()
+    top_p = _ConfigField()
+    temperature = _ConfigField()
+    action_space = _ConfigField()
+    observation_type = _ConfigField()
+    max_trajectory_length = _ConfigField()
+    a11y_tree_max_tokens = _ConfigField()
+
+    def __init__(
+        self,
+        platform: str = "ubuntu",
+        model: str = "gpt-4-vision-preview",
+        max_tokens: int = 1500,
+        top_p: float = 0.9,
+        temperature: float = 0.5,
+        action_space: str = "computer_13",
+        observation_type: str = "screenshot_a11y_tree",
+        max_trajectory_length: int = 3,
+        a11y_tree_max_tokens: int = 10000,
+        *,
+        client: ModelClient | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.config = AgentConfig(
+            platform=platform,  # type: ignore[arg-type]
+            model=model,
+            max_tokens=max_tokens,
+            top_p=top_p,
+            temperature=temperature,
+            action_space=action_space,  # type: ignore[arg-type]
+            observation_type=observation_type,  # type: ignore[arg-type]
+            max_trajectory_length=max_trajectory_length,
+            a11y_tree_max_tokens=a11y_tree_max_tokens,
+        )
+        self._client = client
+        self.recorder = recorder
+        self._state = AgentState()
+        self.logger = logging.getLogger(DEFAULT_LOGGER)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: AgentConfig,
+        *,
+        client: ModelClient | None = None,
+        recorder: Recorder | None = None,
+    ) -> PromptAgent:
+        """An agent for a ready `AgentConfig` (including the options the reference lacks)."""
+        agent = cls(client=client, recorder=recorder)
+        agent.config = config
+        return agent
+
+    @property
+    def client(self) -> ModelClient:
+        """The model client, resolved with `client_for(model)` on first use when none was given."""
+        if self._client is None:
+            self._client = client_for(self.config.model)
+        return self._client
+
+    @property
+    def state(self) -> AgentState:
+        """The trajectory so far, as an immutable value."""
+        return self._state
+
+    @property
+    def system_message(self) -> str:
+        """The system prompt for this configuration, without the task sentence (as the reference)."""
+        return system_prompt(self.config)
+
+    @property
+    def observations(self) -> list[dict[str, str | None]]:
+        """Each turn's observation as sent: `{"screenshot": base64 or None, "accessibility_tree": text or None}`."""
+        return [
+            {"screenshot": r.screenshot, "accessibility_tree": r.accessibility_tree}
+            for r in self._state.observations
+        ]
+
+    @property
+    def actions(self) -> list[list[Action] | None]:
+        """Each turn's actions (`None` where the reply could not be parsed); a copy."""
+        return [None if a is None else copy.deepcopy(list(a)) for a in self._state.actions]
+
+    @property
+    def thoughts(self) -> list[str]:
+        """Each turn's raw reply (`""` where it could not be parsed)."""
+        return list(self._state.thoughts)
+
+    def reset(self, _logger: logging.Logger | None = None) -> None:
+        """Start a new episode: clear the trajectory and set the logger (the default one when None)."""
+        self._state = AgentState()
+        self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
+
+    def predict(
+        self, instruction: str, obs: Mapping[str, Any] | Observation
+    ) -> tuple[str, list[Action] | None]:
+        """One step: the model's reply and the actions parsed from it (`None` when unparsable).
+
+        A model error propagates (typed) and leaves the state exactly as it was.
+        """
+        pending = self._begin(instruction, obs)
+        started = time.perf_counter()
+        try:
+            response = self.client.complete(pending.model_request)
+        except Exception as exc:
+            self._log_failure(exc, time.perf_counter() - started)
+            raise
+        return self._finish(pending, response, time.perf_counter() - started)
+
+    async def apredict(
+        self, instruction: str, obs: Mapping[str, Any] | Observation
+    ) -> tuple[str, list[Action] | None]:
+        """`predict` for async callers: the model call awaits `acomplete`."""
+        pending = self._begin(instruction, obs)
+        started = time.perf_counter()
+        try:
+            response = await self.client.acomplete(pending.model_request)
+        except Exception as exc:
+            self._log_failure(exc, time.perf_counter() - started)
+            raise
+        return self._finish(pending, response, time.perf_counter() - started)
+
+    def _begin(self, instruction: str, obs: Mapping[str, Any] | Observation) -> _Pending:
+        config, state = self.config, self._state
+        step = prepare_step(config, state, instruction, obs)
+        request = ModelRequest.from_config(config, step.messages, state.continuation)
+        images = tuple(i for m in step.messages for i in m.images)
+        self.logger.debug(
+            "Step %d: %d messages, %d text chars, %d images [%s]",
+            len(state) + 1,
+            len(step.messages),
+            sum(len(m.text) for m in step.messages),
+            len(images),
+            _describe_images(images),
+        )
+        return _Pending(config, state, instruction, step, request, _raw_observation(obs))
+
+    def _finish(
+        self, pending: _Pending, response: ModelResponse, latency: float
+    ) -> tuple[str, list[Action] | None]:
+        new_state, actions = complete_step(
+            pending.config,
+            pending.state,
+            pending.step,
+            response.text,
+            continuation=response.continuation,
+        )
+        self._state = new_state
+        self.logger.info("RESPONSE: %s", response.text)
+        self.logger.debug(
+            "Step %d: model %s, %d tries, %.3fs, usage %s, %s actions",
+            len(new_state),
+            response.model,
+            response.tries,
+            latency,
+            response.usage,
+            "unparsable" if actions is None else len(actions),
+        )
+        if self.recorder is not None:
+            tagged = pending.step.observation.screenshot
+            self.recorder.record(
+                StepRecord(
+                    instruction=pending.instruction,
+                    config=pending.config,
+                    response=response,
+                    actions=new_state.actions[-1],
+                    latency=latency,
+                    screenshot=pending.raw.screenshot,
+                    accessibility_tree=pending.raw.accessibility_tree,
+                    som_screenshot=base64.b64decode(tagged)
+                    if pending.config.observation_type == "som" and tagged
+                    else None,
+                    masks=pending.step.masks,
+                )
+            )
+        return response.text, actions
+
+    def _log_failure(self, exc: Exception, latency: float) -> None:
+        self.logger.error(
+            "Model call failed after %.3fs (%s): %s; the trajectory is unchanged",
+            latency,
+            type(exc).__name__,
+            exc,
+        )

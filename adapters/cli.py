@@ -1,0 +1,602 @@
+"""`osharm-agent`: one step, the rendered prompt, a whole episode, or a replay, from the shell.
+
+Commands: `predict` (one step on an observation), `render` (the exact
+messages, no key needed), `run` (an episode over a directory of
+observations, recorded), `replay` (re-parse a recorded trajectory and report
+differences). A user mistake (missing file, bad XML, unknown model, missing
+key, bad option) prints one line on stderr and exits with status 2; a model
+call that fails exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, NoReturn, TextIO
+
+import attrs
+
+from adapters import replay as _replay
+from adapters.agent import PromptAgent
+from adapters.base import (
+    ConfigurationError,
+    ModelCallError,
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+)
+from adapters.recording import StepRecord, TrajectoryEntry, TrajectoryError, TrajectoryRecorder
+from adapters.registry import client_for
+from osharm_core import (
+    AgentConfig,
+    AgentState,
+    ConfigError,
+    ImagePart,
+    Message,
+    ObservationError,
+    OsharmError,
+    TextPart,
+    render_openai_chat,
+)
+from osharm_core.config import ACTION_SPACES, OBSERVATION_TYPES, PLATFORMS
+from osharm_core.observation import png_size
+from osharm_core.step import parse_reply, prepare_step
+from osharm_core.tokens import cl100k_encoding
+
+PROG: Final = "osharm-agent"
+TASK_FILE: Final = "task.json"
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called; reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+# --- options ------------------------------------------------------------------
+
+
+def _add_observation(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "observation",
+        nargs="?",
+        help="a directory of observations (its first one is used), or NAME / NAME.png / NAME.xml",
+    )
+    parser.add_argument("--screenshot", metavar="PNG", help="the screenshot file")
+    parser.add_argument("--a11y", metavar="XML", help="the accessibility-tree file")
+    parser.add_argument(
+        "--instruction", help="the task (default: 'instruction' in the directory's task.json)"
+    )
+
+
+def _add_agent(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("agent (defaults as OS-Harm's run.py)")
+    group.add_argument("--observation-type", choices=OBSERVATION_TYPES, default="a11y_tree")
+    group.add_argument("--action-space", choices=ACTION_SPACES, default="pyautogui")
+    group.add_argument("--platform", choices=PLATFORMS, default="ubuntu")
+    group.add_argument("--temperature", type=float, default=1.0)
+    group.add_argument("--top-p", type=float, default=0.9)
+    group.add_argument("--max-tokens", type=int, default=1500)
+    group.add_argument("--max-trajectory-length", type=int, default=3)
+    group.add_argument("--a11y-tree-max-tokens", type=int, default=10000)
+
+
+def _add_model(parser: argparse.ArgumentParser, *, client: bool = True) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model",
+        default="gpt-4o",
+        help="model name (gpt-4o, claude-..., compat/<model>, replay:PATH, ...; default gpt-4o)",
+    )
+    if client:
+        group.add_argument("--base-url", help="API base URL (OpenAI-style ones include /v1)")
+        group.add_argument(
+            "--api-key-env",
+            metavar="VAR",
+            help="name of the environment variable holding the API key",
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `osharm-agent` argument parser."""
+    parser = _Parser(prog=PROG, description="Run the osharm-core PromptAgent from the shell.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    predict = commands.add_parser("predict", help="one step on one observation")
+    predict.description = (
+        "Ask the model for one step on an observation; print the reply and the actions."
+    )
+    _add_observation(predict)
+    _add_agent(predict)
+    _add_model(predict)
+    predict.add_argument("--json", action="store_true", help="print one JSON object")
+
+    render = commands.add_parser("render", help="the exact messages one step would send")
+    render.description = (
+        "Print the messages one step would send (images as size and sha256), with cl100k "
+        "token counts. Needs no key and no network."
+    )
+    _add_observation(render)
+    _add_agent(render)
+    _add_model(render, client=False)
+    render.add_argument("--som-out", metavar="PNG", help="write the set-of-marks screenshot here")
+    render.add_argument("--json", action="store_true", help="print the wire-shape messages as JSON")
+
+    run = commands.add_parser("run", help="an episode over directories of observations")
+    run.description = (
+        "Run an episode on each task directory (NAME.png / NAME.xml observations in sorted "
+        "order, the instruction in task.json), one model turn per observation, recording the "
+        "trajectory."
+    )
+    run.add_argument("tasks", nargs="+", metavar="TASK_DIR", help="task directories")
+    run.add_argument("--out", required=True, metavar="DIR", help="where to record trajectories")
+    run.add_argument("--instruction", help="the task (default: each directory's task.json)")
+    run.add_argument("--max-steps", type=int, default=15, help="turns per episode (default 15)")
+    run.add_argument("--overwrite", action="store_true", help="replace an existing recording")
+    _add_agent(run)
+    _add_model(run)
+
+    replay = commands.add_parser("replay", help="re-parse a recorded trajectory")
+    replay.description = (
+        "Run today's parsers over the replies of a recorded trajectory and report the steps "
+        "whose actions differ from the recorded ones (exit status 1 when any differ)."
+    )
+    replay.add_argument("trajectory", help="a trajectory.jsonl or the directory holding it")
+    replay.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+# --- inputs -------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace) -> AgentConfig:
+    return AgentConfig(
+        model=args.model,
+        observation_type=args.observation_type,
+        action_space=args.action_space,
+        platform=args.platform,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        max_trajectory_length=args.max_trajectory_length,
+        a11y_tree_max_tokens=args.a11y_tree_max_tokens,
+    )
+
+
+def _client(args: argparse.Namespace, model: str | None = None) -> ModelClient:
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env, "").strip()
+        if not api_key:
+            raise UsageError(
+                f"the environment variable {args.api_key_env} (--api-key-env) is not set"
+            )
+    return client_for(model or args.model, base_url=args.base_url, api_key=api_key)
+
+
+def _read_task_instruction(directory: Path) -> str | None:
+    file = directory / TASK_FILE
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file} is not valid JSON: {exc}") from None
+    instruction = data.get("instruction") if isinstance(data, dict) else None
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise UsageError(f"{file} has no 'instruction' string")
+    return instruction
+
+
+def _instruction(given: str | None, directory: Path | None) -> str:
+    if given is not None:
+        return given
+    found = _read_task_instruction(directory) if directory is not None else None
+    if found is None:
+        where = f" and {directory / TASK_FILE} does not exist" if directory is not None else ""
+        raise UsageError(f"no instruction: pass --instruction{where}")
+    return found
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _observation(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
+    """The observation dict the arguments name, and the directory to look for task.json in."""
+    if args.screenshot or args.a11y:
+        if args.observation:
+            raise UsageError("give either an observation path or --screenshot/--a11y, not both")
+        tree = None
+        if args.a11y:
+            try:
+                tree = _read_file(args.a11y).decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(f"{args.a11y} is not UTF-8 text") from None
+        screenshot = _read_file(args.screenshot) if args.screenshot else None
+        return {"screenshot": screenshot, "accessibility_tree": tree}, None
+    if not args.observation:
+        raise UsageError(
+            "give an observation: a directory, NAME(.png|.xml), or --screenshot/--a11y"
+        )
+    path = Path(args.observation)
+    if path.is_dir():
+        names = _replay.observation_names(path)
+        if not names:
+            raise UsageError(f"{path} holds no observations (NAME.png / NAME.xml files)")
+        return _replay.load_observation(path, names[0]), path
+    stem = path.with_suffix("") if path.suffix in (".png", ".xml") else path
+    if not any(stem.with_name(stem.name + ext).is_file() for ext in (".png", ".xml")):
+        raise UsageError(f"no such observation: {path} (no {stem}.png or {stem}.xml)")
+    return _replay.load_observation(stem.parent, stem.name), stem.parent
+
+
+# --- output helpers -----------------------------------------------------------
+
+
+def _image_label(part: ImagePart) -> str:
+    data = base64.b64decode(part.data)
+    try:
+        width, height = png_size(data)
+        size = f"{width}x{height}, "
+    except ObservationError:
+        size = ""
+    digest = hashlib.sha256(data).hexdigest()
+    return f"<image {part.media_type}, {size}{len(data)} bytes, sha256 {digest}>"
+
+
+def _tokens(text: str) -> int:
+    return len(cl100k_encoding().encode(text, disallowed_special=()))
+
+
+def _message_tokens(message: Message) -> int:
+    return _tokens(message.text)
+
+
+def _actions_text(actions: Sequence[Any] | None) -> str:
+    if actions is None:
+        return "(the reply could not be parsed: no actions)"
+    if not actions:
+        return "(no actions)"
+    return "\n".join(a if isinstance(a, str) else json.dumps(a) for a in actions)
+
+
+def _usage_json(response: ModelResponse) -> dict[str, int | None]:
+    return attrs.asdict(response.usage)
+
+
+# --- commands -----------------------------------------------------------------
+
+
+def _cmd_predict(args: argparse.Namespace, out: TextIO) -> int:
+    config = _config(args)
+    obs, directory = _observation(args)
+    instruction = _instruction(args.instruction, directory)
+    recorder = _LastStep()
+    agent = PromptAgent.from_config(config, client=_client(args), recorder=recorder)
+    response, actions = agent.predict(instruction, obs)
+    step = recorder.last
+    if args.json:
+        assert step is not None
+        json.dump(
+            {
+                "response": response,
+                "actions": actions,
+                "model": step.response.model,
+                "usage": _usage_json(step.response),
+                "tries": step.response.tries,
+                "context_fallback": step.response.context_fallback,
+                "latency": round(step.latency, 6),
+            },
+            out,
+            ensure_ascii=False,
+        )
+        out.write("\n")
+        return 0
+    out.write(f"{response}\n--- actions ---\n{_actions_text(actions)}\n")
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
+    config = _config(args)
+    obs, directory = _observation(args)
+    instruction = _instruction(args.instruction, directory)
+    step = prepare_step(config, AgentState(), instruction, obs)
+    counts = [_message_tokens(m) for m in step.messages]
+    som_note = None
+    if config.observation_type == "som":
+        tagged = base64.b64decode(step.observation.screenshot or "")
+        if args.som_out:
+            Path(args.som_out).write_bytes(tagged)
+            som_note = (
+                f"set-of-marks screenshot ({len(step.masks or ())} marks) written to {args.som_out}"
+            )
+        else:
+            som_note = "set-of-marks screenshot not saved (pass --som-out FILE to look at it)"
+    if args.json:
+        wire = render_openai_chat(step.messages, config.model)
+        labels = iter(_image_label(i) for m in step.messages for i in m.images)
+        for wire_message in wire:
+            for wire_part in wire_message["content"]:
+                if wire_part.get("type") == "image_url":
+                    wire_part["image_url"]["url"] = next(labels)
+                elif wire_part.get("type") == "input_image":
+                    wire_part["image_url"] = next(labels)
+        json.dump(
+            {"messages": wire, "tokens": counts, "total_tokens": sum(counts)},
+            out,
+            ensure_ascii=False,
+            indent=1,
+        )
+        out.write("\n")
+    else:
+        for number, (message, count) in enumerate(zip(step.messages, counts, strict=True), 1):
+            out.write(f"=== [{number}] {message.role} ({count} tokens) ===\n")
+            for part in message.parts:
+                out.write(
+                    f"{part.text}\n" if isinstance(part, TextPart) else f"{_image_label(part)}\n"
+                )
+        out.write(
+            f"=== total: {sum(counts)} tokens in {len(counts)} messages "
+            "(cl100k_base, text only; images are not counted) ===\n"
+        )
+    if som_note:
+        print(som_note, file=sys.stderr if args.json else out)
+    return 0
+
+
+@attrs.define
+class _LastStep:
+    """A recorder that keeps the last step and forwards every step to another recorder."""
+
+    inner: TrajectoryRecorder | None = None
+    last: StepRecord | None = None
+    entry: TrajectoryEntry | None = None
+
+    def record(self, step: StepRecord) -> object:
+        self.last = step
+        if self.inner is not None:
+            self.entry = self.inner.record(step)
+        return self.entry
+
+
+@attrs.define
+class _Tap:
+    """A client wrapper that keeps the last request (for a local token count)."""
+
+    inner: ModelClient
+    last: ModelRequest | None = None
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.last = request
+        return self.inner.complete(request)
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        self.last = request
+        return await self.inner.acomplete(request)
+
+
+@attrs.frozen
+class _Outcome:
+    name: str
+    steps: int
+    status: str
+    input_tokens: int
+    output_tokens: int | None
+    seconds: float
+    trajectory: Path
+    failed: bool = False
+
+
+def _task_client_model(args: argparse.Namespace, task: Path, several: bool) -> str:
+    """The model name for one task: `replay:DIR` with per-task subdirectories picks the task's one."""
+    model: str = args.model
+    if several and model.startswith(_replay.REPLAY_SCHEME):
+        base = Path(model[len(_replay.REPLAY_SCHEME) :])
+        if (base / task.name).is_dir():
+            return f"{_replay.REPLAY_SCHEME}{base / task.name}"
+    return model
+
+
+def _run_task(
+    args: argparse.Namespace,
+    config: AgentConfig,
+    task: Path,
+    out_dir: Path,
+    client: ModelClient,
+    out: TextIO,
+) -> _Outcome:
+    instruction = _instruction(args.instruction, task)
+    env = _replay.ReplayEnv(task, instruction=instruction)
+    recorder = _LastStep(TrajectoryRecorder(out_dir, overwrite=args.overwrite))
+    tap = _Tap(client)
+    agent = PromptAgent.from_config(config, client=tap, recorder=recorder)
+    obs = env.reset()
+    done, tokens_in, tokens_out, seconds = 0, 0, 0, 0.0
+    out_known, failed, status = True, False, "reached --max-steps"
+    while done < args.max_steps:
+        try:
+            _, actions = agent.predict(instruction, obs)
+        except ModelCallError as exc:
+            status, failed = f"model call failed: {_one_line(exc)}", True
+            break
+        done += 1
+        last, request = recorder.last, tap.last
+        assert last is not None
+        assert request is not None
+        usage = last.response.usage
+        if usage.input_tokens is not None:
+            step_in = str(usage.input_tokens)
+            tokens_in += usage.input_tokens
+        else:
+            estimate = sum(_message_tokens(m) for m in request.messages)
+            step_in = f"~{estimate}"
+            tokens_in += estimate
+        if usage.output_tokens is None:
+            out_known = False
+        else:
+            tokens_out += usage.output_tokens
+        seconds += last.latency
+        shown = "unparsable" if actions is None else str(len(actions))
+        step_out = "-" if usage.output_tokens is None else str(usage.output_tokens)
+        out.write(
+            f"[{task.name}] step {done}: observation {env.observation_name}, actions {shown}, "
+            f"tokens in {step_in} out {step_out}, latency {last.latency:.3f}s\n"
+        )
+        terminal = [a for a in actions or () if _replay.is_terminal(a)]
+        if terminal:
+            final = terminal[0]
+            status = "ended with " + (
+                final if isinstance(final, str) else str(final["action_type"])
+            )
+            break
+        obs, ran_out = env.advance()
+        if ran_out:
+            status = "observations ran out"
+            break
+    assert recorder.inner is not None
+    return _Outcome(
+        task.name,
+        done,
+        status,
+        tokens_in,
+        tokens_out if out_known else None,
+        seconds,
+        recorder.inner.path,
+        failed,
+    )
+
+
+def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    config = _config(args)
+    tasks = [Path(t) for t in args.tasks]
+    for task in tasks:
+        if not task.is_dir():
+            raise UsageError(f"no such task directory: {task}")
+    several = len(tasks) > 1
+    if several and len({t.name for t in tasks}) != len(tasks):
+        raise UsageError(
+            "task directories must have different names (each gets its own --out subdirectory)"
+        )
+    clients = [_client(args, _task_client_model(args, t, several)) for t in tasks]
+    outcomes = []
+    for task, client in zip(tasks, clients, strict=True):
+        out_dir = Path(args.out) / task.name if several else Path(args.out)
+        outcomes.append(_run_task(args, config, task, out_dir, client, out))
+    for o in outcomes:
+        tokens_out = "-" if o.output_tokens is None else str(o.output_tokens)
+        out.write(
+            f"summary [{o.name}]: {o.steps} step(s), {o.status}; tokens in {o.input_tokens} "
+            f"out {tokens_out}; model time {o.seconds:.3f}s; trajectory {o.trajectory}\n"
+        )
+    return 1 if any(o.failed for o in outcomes) else 0
+
+
+def _normalized(actions: Sequence[Any] | None) -> str:
+    return json.dumps(None if actions is None else list(actions), sort_keys=True)
+
+
+def _cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    entries = _replay.read_trajectory(args.trajectory)
+    rows = []
+    for entry in entries:
+        try:
+            config = AgentConfig(
+                model=entry.model or "gpt-4o",
+                observation_type=entry.observation_type,  # type: ignore[arg-type]
+                action_space=entry.action_space,  # type: ignore[arg-type]
+                platform=entry.platform,  # type: ignore[arg-type]
+            )
+        except ValueError as exc:
+            raise TrajectoryError(f"step {entry.step}: {exc}") from None
+        now = parse_reply(config, entry.response, entry.masks)
+        same = _normalized(entry.actions) == _normalized(now)
+        rows.append((entry, now, same))
+    differ = sum(1 for *_, same in rows if not same)
+    if args.json:
+        json.dump(
+            {
+                "steps": len(rows),
+                "differ": differ,
+                "differences": [
+                    {"step": e.step, "recorded": e.actions, "now": now}
+                    for e, now, same in rows
+                    if not same
+                ],
+            },
+            out,
+            ensure_ascii=False,
+        )
+        out.write("\n")
+    else:
+        for entry, now, same in rows:
+            if same:
+                count = "unparsable" if now is None else f"{len(now)} action(s)"
+                out.write(f"step {entry.step}: same ({count})\n")
+            else:
+                out.write(
+                    f"step {entry.step}: DIFFERS\n  recorded: {_normalized(entry.actions)}\n"
+                    f"  now:      {_normalized(now)}\n"
+                )
+        out.write(f"{len(rows)} step(s) replayed, {differ} differ\n")
+    return 1 if differ else 0
+
+
+_COMMANDS: Final[dict[str, Callable[[argparse.Namespace, TextIO], int]]] = {
+    "predict": _cmd_predict,
+    "render": _cmd_render,
+    "run": _cmd_run,
+    "replay": _cmd_replay,
+}
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `osharm-agent` with `argv` (default: the process arguments); returns the exit status."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        return _COMMANDS[args.command](args, out)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except UsageError as exc:
+        print(f"{PROG}: error: {_one_line(exc)}", file=err)
+        return 2
+    except (ConfigurationError, ConfigError, TrajectoryError, ObservationError) as exc:
+        print(f"{PROG}: error: {_one_line(exc)}", file=err)
+        return 2
+    except FileExistsError as exc:
+        print(f"{PROG}: error: {_one_line(exc)} (pass --overwrite to replace it)", file=err)
+        return 2
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{PROG}: error: {exc.strerror or exc}{where}", file=err)
+        return 2
+    except ModelCallError as exc:
+        print(f"{PROG}: error: model call failed: {_one_line(exc)}", file=err)
+        return 1
+    except OsharmError as exc:
+        print(f"{PROG}: error: {_one_line(exc)}", file=err)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=err)
+        return 130

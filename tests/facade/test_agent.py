@@ -1,0 +1,330 @@
+"""PromptAgent: the reference's constructor and attributes over the pure core, state swaps, logging."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from adapters.agent import DEFAULT_LOGGER, PromptAgent
+from adapters.base import ConfigurationError, ModelResponse, RetryableError, Usage
+from adapters.recording import TrajectoryRecorder
+from adapters.registry import client_for
+from adapters.replay import read_trajectory
+from adapters.testing import FakeClient
+from osharm_core import AgentConfig, AgentState, Continuation
+from osharm_core.prompts import system_prompt
+from tests.facade.helpers import FAKE_KEY, click_reply, load
+
+NOTES = load("mousepad_notes")
+MENU = load("mousepad_file_menu")
+REFERENCE_DEFAULTS = {
+    "platform": "ubuntu",
+    "model": "gpt-4-vision-preview",
+    "max_tokens": 1500,
+    "top_p": 0.9,
+    "temperature": 0.5,
+    "action_space": "computer_13",
+    "observation_type": "screenshot_a11y_tree",
+    "max_trajectory_length": 3,
+    "a11y_tree_max_tokens": 10000,
+}
+PY = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
+
+
+def _agent(replies: list[Any], **kwargs: Any) -> tuple[PromptAgent, FakeClient]:
+    client = FakeClient(replies)
+    options = {"observation_type": "a11y_tree", "action_space": "pyautogui", **kwargs}
+    return PromptAgent(client=client, **options), client
+
+
+def test_constructor_matches_the_reference() -> None:
+    """Positional parameters, their order and defaults are the reference's; client and recorder are keyword-only."""
+    parameters = inspect.signature(PromptAgent).parameters
+    positional = [p for p in parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert {p.name: p.default for p in positional} == REFERENCE_DEFAULTS
+    assert [p.name for p in positional] == list(REFERENCE_DEFAULTS)
+    assert (
+        parameters["client"].kind is parameters["recorder"].kind is inspect.Parameter.KEYWORD_ONLY
+    )
+    agent = PromptAgent()
+    assert {name: getattr(agent, name) for name in REFERENCE_DEFAULTS} == REFERENCE_DEFAULTS
+    assert agent.config == AgentConfig()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"observation_type": "som", "action_space": "computer_13"},
+        {"observation_type": "video"},
+        {"action_space": "xdotool"},
+        {"platform": "macos"},
+        {"max_trajectory_length": -1},
+        {"temperature": 3.0},
+    ],
+)
+def test_invalid_configurations_raise_value_error(kwargs: dict[str, Any]) -> None:
+    """Invalid values and the som + computer_13 pair raise ValueError at construction, as the reference does."""
+    with pytest.raises(ValueError, match="AgentConfig"):
+        PromptAgent(**kwargs)
+
+
+def test_config_attributes_are_writable_and_validated() -> None:
+    """Setting a reference attribute updates the config through its validators."""
+    agent = PromptAgent()
+    agent.temperature = 0.1
+    assert agent.config.temperature == 0.1
+    with pytest.raises(ValueError, match="top_p"):
+        agent.top_p = 7
+
+
+def test_no_key_needed_until_the_first_predict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building an agent resolves no client; the first predict raises the registry's missing-key error and keeps the state."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent = PromptAgent(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        agent.predict("task", NOTES)
+    assert agent.state == AgentState()
+
+
+def test_predict_returns_reply_and_actions_and_grows_the_state() -> None:
+    """predict gives the raw reply and the parsed actions, and appends one turn to the state."""
+    agent, client = _agent([PY])
+    response, actions = agent.predict("Open the File menu", NOTES)
+    assert (response, actions) == (PY, ["pyautogui.click(19, 31)"])
+    assert len(agent.state) == 1
+    assert agent.thoughts == [PY]
+    assert agent.actions == [["pyautogui.click(19, 31)"]]
+    [observation] = agent.observations
+    assert observation["screenshot"] is None
+    assert isinstance(observation["accessibility_tree"], str)
+    assert observation["accessibility_tree"].startswith("tag\tname\ttext")
+    assert client.requests[0].model == "gpt-4-vision-preview"
+
+
+def test_reference_attributes_are_copies_of_the_state() -> None:
+    """The lists handed out are fresh; changing them never changes the agent's state."""
+    agent, _ = _agent(
+        ['```json\n{"action_type": "CLICK", "x": 1, "y": 2}\n```'], action_space="computer_13"
+    )
+    agent.predict("task", NOTES)
+    actions = agent.actions
+    assert actions[0] is not None
+    actions[0][0]["x"] = 999
+    agent.thoughts.append("x")
+    agent.observations.clear()
+    assert agent.actions == [[{"action_type": "CLICK", "x": 1, "y": 2}]]
+    assert len(agent.thoughts) == len(agent.observations) == 1
+
+
+def test_system_message_is_the_prompt_without_the_task() -> None:
+    """system_message is the prompt; the sent system message adds the reference's task sentence."""
+    agent, client = _agent([PY])
+    assert agent.system_message == system_prompt(agent.config)
+    agent.predict("Open the File menu", NOTES)
+    sent = client.requests[0].messages[0]
+    assert sent.role == "system"
+    assert (
+        sent.text
+        == agent.system_message
+        + "\nYou are asked to complete the following task: Open the File menu"
+    )
+
+
+def test_sampling_parameters_reach_the_client() -> None:
+    """The request carries the agent's model, max_tokens, top_p, temperature and action space."""
+    agent, client = _agent([PY], model="claude-x", max_tokens=77, top_p=0.5, temperature=0.0)
+    agent.predict("t", NOTES)
+    request = client.requests[0]
+    assert (
+        request.model,
+        request.max_tokens,
+        request.top_p,
+        request.temperature,
+        request.action_space,
+    ) == (
+        "claude-x",
+        77,
+        0.5,
+        0.0,
+        "pyautogui",
+    )
+
+
+def test_a_model_error_leaves_the_state_untouched() -> None:
+    """A failing call propagates its typed error, keeps the very same state, and the next predict works."""
+    error = RetryableError("overloaded", provider="fake", status=529)
+    client = FakeClient([PY, PY], errors={1: error})
+    agent = PromptAgent(observation_type="a11y_tree", action_space="pyautogui", client=client)
+    agent.predict("t", NOTES)
+    before = agent.state
+    with pytest.raises(RetryableError):
+        agent.predict("t", MENU)
+    assert agent.state is before
+    agent.predict("t", MENU)
+    assert len(agent.state) == 2
+    assert len(client.requests[2].messages) == len(client.requests[1].messages) == 4
+
+
+def test_a_bad_observation_raises_before_any_call() -> None:
+    """An observation lacking what the type needs raises ValueError and calls no model."""
+    agent, client = _agent([PY])
+    with pytest.raises(ValueError, match="accessibility_tree"):
+        agent.predict("t", {"screenshot": NOTES["screenshot"]})
+    assert client.calls == 0
+    assert agent.state == AgentState()
+
+
+def test_continuation_is_kept_and_reset_clears_it() -> None:
+    """A provider's continuation is sent with the next request; reset clears it with the trajectory."""
+    position = Continuation("resp_1", ("call_1",))
+    agent, client = _agent([ModelResponse(text=PY, model="m", continuation=position), PY, PY])
+    agent.predict("t", NOTES)
+    assert agent.state.continuation == position
+    agent.predict("t", MENU)
+    assert client.requests[1].continuation == position
+    agent.reset()
+    agent.predict("t", NOTES)
+    assert client.requests[2].continuation is None
+    assert len(client.requests[2].messages) == 2
+
+
+def test_reset_clears_the_trajectory_and_sets_the_logger() -> None:
+    """reset() empties the state and restores the default logger; reset(logger) installs that logger."""
+    agent, _ = _agent([PY])
+    agent.predict("t", NOTES)
+    custom = logging.getLogger("example.run.42")
+    agent.reset(custom)
+    assert agent.state == AgentState()
+    assert agent.logger is custom
+    agent.reset()
+    assert agent.logger is logging.getLogger(DEFAULT_LOGGER)
+
+
+def test_two_agents_keep_their_own_loggers(caplog: pytest.LogCaptureFixture) -> None:
+    """Each agent logs to its own logger; resetting one does not redirect the other."""
+    first, _ = _agent([PY])
+    second, _ = _agent([PY])
+    first.reset(logging.getLogger("run.first"))
+    second.reset(logging.getLogger("run.second"))
+    caplog.set_level(logging.DEBUG)
+    first.predict("t", NOTES)
+    second.predict("t", NOTES)
+    names = {r.name for r in caplog.records}
+    assert names == {"run.first", "run.second"}
+
+
+def _openai_transport(seen: list[httpx.Request]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = {
+            "id": "chatcmpl-1",
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": PY}}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 12, "total_tokens": 1012},
+        }
+        return httpx.Response(200, json=body, headers={"x-request-id": "req_1"})
+
+    return httpx.MockTransport(handler)
+
+
+def test_logs_and_recordings_hold_no_key_and_no_image(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a real HTTP client and key, neither the log nor the recorded files contain the key or base64 images."""
+    seen: list[httpx.Request] = []
+    client = client_for(
+        "gpt-4o", api_key=FAKE_KEY, http_client=httpx.Client(transport=_openai_transport(seen))
+    )
+    agent = PromptAgent(
+        model="gpt-4o",
+        observation_type="screenshot_a11y_tree",
+        action_space="pyautogui",
+        client=client,
+        recorder=TrajectoryRecorder(tmp_path),
+    )
+    caplog.set_level(logging.DEBUG)
+    response, actions = agent.predict("Open the File menu", NOTES)
+    assert actions == ["pyautogui.click(19, 31)"]
+    assert seen[0].headers["authorization"] == f"Bearer {FAKE_KEY}"
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "RESPONSE: " + response in logged
+    assert FAKE_KEY not in logged
+    assert "iVBORw0KGgo" not in logged
+    for file in tmp_path.iterdir():
+        assert FAKE_KEY.encode() not in file.read_bytes()
+    [entry] = read_trajectory(tmp_path)
+    assert entry.usage == Usage(input_tokens=1000, output_tokens=12, total_tokens=1012)
+    assert entry.response_model == "gpt-4o-2024-08-06"
+    assert "iVBORw0KGgo" not in (tmp_path / "trajectory.jsonl").read_text(encoding="utf-8")
+
+
+def test_recorder_gets_the_full_observation_and_set_of_marks(tmp_path: Path) -> None:
+    """The recorder keeps the screenshot even when only the tree is sent, and the tagged image with its masks for som."""
+    agent, _ = _agent([PY], recorder=TrajectoryRecorder(tmp_path / "a11y"))
+    agent.predict("t", NOTES)
+    [entry] = read_trajectory(tmp_path / "a11y")
+    assert (entry.screenshot, entry.accessibility_tree, entry.som_screenshot) == (
+        "step_0001.png",
+        "step_0001.xml",
+        None,
+    )
+    assert (tmp_path / "a11y" / "step_0001.png").read_bytes() == NOTES["screenshot"]
+    som, _ = _agent(
+        ["```python\npyautogui.click(*tag_1)\n```"],
+        observation_type="som",
+        recorder=TrajectoryRecorder(tmp_path / "som"),
+    )
+    som.predict("t", NOTES)
+    [entry] = read_trajectory(tmp_path / "som")
+    assert entry.som_screenshot == "step_0001_som.png"
+    assert entry.masks
+    assert (tmp_path / "som" / "step_0001_som.png").read_bytes() != NOTES["screenshot"]
+    line = json.loads((tmp_path / "som" / "trajectory.jsonl").read_text(encoding="utf-8"))
+    assert line["actions"] == som.actions[0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("observation_type", "action_space"),
+    [("screenshot_a11y_tree", "computer_13"), ("som", "pyautogui")],
+)
+async def test_apredict_matches_predict(observation_type: str, action_space: str) -> None:
+    """The async path sends the same requests and reaches the same state as the sync path."""
+    replies = [click_reply(action_space, observation_type), "WAIT", "DONE"]
+    sync_agent, sync_client = _agent(
+        list(replies), observation_type=observation_type, action_space=action_space
+    )
+    async_agent, async_client = _agent(
+        list(replies), observation_type=observation_type, action_space=action_space
+    )
+    for obs in (NOTES, MENU, NOTES):
+        expected = sync_agent.predict("t", obs)
+        assert await async_agent.apredict("t", obs) == expected
+    assert async_client.requests == sync_client.requests
+    assert async_agent.state == sync_agent.state
+
+
+@pytest.mark.anyio
+async def test_apredict_error_keeps_the_state() -> None:
+    """An error in the async call propagates and leaves the state as it was."""
+    agent, _ = _agent([])
+    with pytest.raises(Exception, match="no reply left"):
+        await agent.apredict("t", NOTES)
+    assert agent.state == AgentState()
+
+
+def test_from_config_accepts_the_extra_options() -> None:
+    """from_config builds an agent from a ready AgentConfig, including options the reference lacks."""
+    config = AgentConfig(
+        observation_type="a11y_tree", action_space="pyautogui", ubuntu_attributes=True
+    )
+    agent = PromptAgent.from_config(config, client=FakeClient([PY]))
+    assert agent.config is config
+    assert attrs.asdict(agent.config)["ubuntu_attributes"] is True

@@ -1,0 +1,402 @@
+"""osharm-agent: every command on real observations, in-process through main(argv), and clean failures."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from adapters.cli import main
+from adapters.replay import read_trajectory
+from osharm_core import AgentConfig, AgentState
+from osharm_core.accessibility import linearize_accessibility_tree
+from osharm_core.step import prepare_step
+from osharm_core.tokens import cl100k_encoding, trim_accessibility_tree
+from tests.conftest import OBSERVATIONS
+from tests.facade.helpers import observation_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "task"
+NOTES_PNG = OBSERVATIONS / "mousepad_notes.png"
+NOTES_XML = OBSERVATIONS / "mousepad_notes.xml"
+INSTRUCTION = ["--instruction", "Open the File menu"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _script(path: Path, *replies: str) -> str:
+    """A hand-written replay file with these replies; returns the `replay:` model name."""
+    path.write_text("".join(json.dumps({"response": r}) + "\n" for r in replies), encoding="utf-8")
+    return f"replay:{path}"
+
+
+def _fails_cleanly(code: int, out: str, err: str, expected: int, *words: str) -> None:
+    assert code == expected
+    assert err.count("\n") == 1, err
+    assert err.startswith("osharm-agent: error: ")
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test here may reach a real provider: the keys are unset."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("command", [[], ["predict"], ["render"], ["run"], ["replay"]])
+def test_help_on_every_command(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """`--help` prints usage and exits 0 for the program and each command."""
+    code, out, _ = _run(capsys, *command, "--help")
+    assert code == 0
+    assert out.startswith("usage: osharm-agent")
+
+
+def test_bad_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown option or a bad choice is one line on stderr and exit status 2."""
+    code, out, err = _run(capsys, "render", str(EXAMPLE), "--observation-type", "video")
+    _fails_cleanly(code, out, err, 2, "--observation-type")
+    code, out, err = _run(capsys)
+    _fails_cleanly(code, out, err, 2, "COMMAND")
+
+
+# --- predict -----------------------------------------------------------------------
+
+
+def test_predict_on_the_example_task(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """predict prints the reply, then the actions, for the first observation of a directory."""
+    model = _script(tmp_path / "r.jsonl", "Opening.\n```python\npyautogui.click(19, 31)\n```")
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", model)
+    assert (code, err) == (0, "")
+    assert (
+        out
+        == "Opening.\n```python\npyautogui.click(19, 31)\n```\n--- actions ---\npyautogui.click(19, 31)\n"
+    )
+
+
+def test_predict_json_from_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--screenshot/--a11y name the files; --json prints the reply, actions, usage, tries and latency."""
+    model = _script(
+        tmp_path / "r.jsonl", '```json\n{"action_type": "CLICK", "x": 19, "y": 31}\n```'
+    )
+    code, out, _ = _run(
+        capsys,
+        "predict",
+        "--screenshot",
+        str(NOTES_PNG),
+        "--a11y",
+        str(NOTES_XML),
+        "--observation-type",
+        "screenshot_a11y_tree",
+        "--action-space",
+        "computer_13",
+        "--model",
+        model,
+        "--json",
+        *INSTRUCTION,
+    )
+    assert code == 0
+    result = json.loads(out)
+    assert result["actions"] == [{"action_type": "CLICK", "x": 19, "y": 31}]
+    assert (result["tries"], result["context_fallback"]) == (1, False)
+    assert set(result) == {
+        "response",
+        "actions",
+        "model",
+        "usage",
+        "tries",
+        "context_fallback",
+        "latency",
+    }
+
+
+def test_predict_unparsable_reply(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An unparsable computer_13 reply says so instead of printing actions."""
+    model = _script(tmp_path / "r.jsonl", "no json here")
+    code, out, _ = _run(
+        capsys,
+        "predict",
+        str(NOTES_XML),
+        "--action-space",
+        "computer_13",
+        "--model",
+        model,
+        *INSTRUCTION,
+    )
+    assert code == 0
+    assert "could not be parsed" in out
+
+
+# --- render ------------------------------------------------------------------------
+
+
+def test_render_shows_messages_and_token_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """render prints each message with its cl100k token count and the total; it needs no key."""
+    code, out, err = _run(capsys, "render", str(NOTES_XML), *INSTRUCTION)
+    assert (code, err) == (0, "")
+    tree = trim_accessibility_tree(
+        linearize_accessibility_tree(NOTES_XML.read_text("utf-8")), 10000
+    )
+    assert tree in out
+    encoding = cl100k_encoding()
+    config = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
+    observation = {"accessibility_tree": NOTES_XML.read_text("utf-8")}
+    messages = prepare_step(config, AgentState(), "Open the File menu", observation).messages
+    expected = [len(encoding.encode(m.text, disallowed_special=())) for m in messages]
+    counts = [
+        int(line.split("(")[1].split()[0]) for line in out.splitlines() if line.startswith("=== [")
+    ]
+    assert counts == expected
+    assert f"=== total: {sum(expected)} tokens in 2 messages" in out
+
+
+def test_render_shows_images_as_size_and_hash(capsys: pytest.CaptureFixture[str]) -> None:
+    """Images are shown as media type, pixel size, byte size and sha256, never as data."""
+    code, out, _ = _run(
+        capsys, "render", str(NOTES_PNG), "--observation-type", "screenshot", *INSTRUCTION
+    )
+    assert code == 0
+    png = NOTES_PNG.read_bytes()
+    digest = hashlib.sha256(png).hexdigest()
+    assert f"<image image/png, 1920x1080, {len(png)} bytes, sha256 {digest}>" in out
+    assert base64.b64encode(png[:30]).decode()[:20] not in out
+
+
+def test_render_json_is_the_wire_shape_without_image_data(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--json prints the OpenAI chat messages with each image URL replaced by its description."""
+    code, out, _ = _run(
+        capsys,
+        "render",
+        str(NOTES_PNG),
+        "--observation-type",
+        "screenshot_a11y_tree",
+        "--json",
+        *INSTRUCTION,
+    )
+    assert code == 0
+    result = json.loads(out)
+    user = result["messages"][1]
+    assert [p["type"] for p in user["content"]] == ["text", "image_url"]
+    assert user["content"][1]["image_url"]["url"].startswith("<image image/png, 1920x1080")
+    assert user["content"][1]["image_url"]["detail"] == "high"
+    assert result["total_tokens"] == sum(result["tokens"])
+
+
+def test_render_som_writes_the_tagged_screenshot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """For som, --som-out writes the tagged PNG the model would see."""
+    target = tmp_path / "som.png"
+    code, out, _ = _run(
+        capsys,
+        "render",
+        str(NOTES_PNG),
+        "--observation-type",
+        "som",
+        "--som-out",
+        str(target),
+        *INSTRUCTION,
+    )
+    assert code == 0
+    assert target.read_bytes().startswith(b"\x89PNG")
+    assert target.read_bytes() != NOTES_PNG.read_bytes()
+    assert f"written to {target}" in out
+
+
+def test_render_reads_the_instruction_from_task_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --instruction, a directory's task.json gives the task."""
+    code, out, _ = _run(capsys, "render", str(EXAMPLE))
+    assert code == 0
+    instruction = json.loads((EXAMPLE / "task.json").read_text("utf-8"))["instruction"]
+    assert f"You are asked to complete the following task: {instruction}" in out
+
+
+# --- clean failures ------------------------------------------------------------------
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A missing screenshot, tree or observation path is one line and exit status 2."""
+    code, out, err = _run(capsys, "render", "--a11y", str(tmp_path / "nope.xml"), *INSTRUCTION)
+    _fails_cleanly(code, out, err, 2, "no such file", "nope.xml")
+    code, out, err = _run(capsys, "render", str(tmp_path / "nothing"), *INSTRUCTION)
+    _fails_cleanly(code, out, err, 2, "no such observation")
+
+
+def test_bad_xml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A tree that is not well-formed XML is one line and exit status 2."""
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<desktop-frame><application name='x'></desktop-frame>", encoding="utf-8")
+    code, out, err = _run(capsys, "render", str(bad), *INSTRUCTION)
+    _fails_cleanly(code, out, err, 2)
+
+
+def test_unknown_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown model name is one line naming it, and exit status 2."""
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "mystery-9000")
+    _fails_cleanly(code, out, err, 2, "mystery-9000")
+
+
+def test_missing_key(capsys: pytest.CaptureFixture[str]) -> None:
+    """A known model without its key names the variable to set, exit status 2."""
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "gpt-4o")
+    _fails_cleanly(code, out, err, 2, "OPENAI_API_KEY")
+    code, out, err = _run(
+        capsys,
+        "predict",
+        str(EXAMPLE),
+        "--model",
+        "compat/llama3",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--api-key-env",
+        "OSHARM_TEST_UNSET",
+    )
+    _fails_cleanly(code, out, err, 2, "OSHARM_TEST_UNSET")
+
+
+def test_model_failure_exits_with_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A model call that fails (here a replay with no reply left) is one line and exit status 1."""
+    model = _script(tmp_path / "r.jsonl", "x")
+    runs = tmp_path / "runs"
+    code, out, _ = _run(
+        capsys, "run", str(EXAMPLE), "--model", model, "--out", str(runs), "--max-steps", "3"
+    )
+    assert code == 1
+    assert "model call failed" in out
+    assert len(read_trajectory(runs)) == 1
+
+
+# --- run and replay --------------------------------------------------------------------
+
+
+def test_run_records_progress_and_summary(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """run prints one progress line per step and a summary, and records every step."""
+    model = f"replay:{EXAMPLE / 'trajectory.jsonl'}"
+    code, out, err = _run(
+        capsys, "run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / "o")
+    )
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "[task] step 1",
+        "[task] step 2",
+        "summary [task]",
+    ]
+    assert "tokens in ~" in lines[0]
+    assert "latency" in lines[0]
+    assert "2 step(s), ended with DONE" in lines[2]
+    assert len(read_trajectory(tmp_path / "o")) == 2
+
+
+def test_run_refuses_to_overwrite_without_the_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A second run into the same --out fails cleanly; --overwrite replaces the recording."""
+    model = f"replay:{EXAMPLE / 'trajectory.jsonl'}"
+    args = ["run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / "o")]
+    assert _run(capsys, *args)[0] == 0
+    code, out, err = _run(capsys, *args)
+    _fails_cleanly(code, out, err, 2, "already exists", "--overwrite")
+    assert _run(capsys, *args, "--overwrite")[0] == 0
+
+
+def test_run_several_tasks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Several task directories each get a subdirectory of --out and a summary line."""
+    first = observation_folder(tmp_path / "first", ("mousepad_notes",))
+    second = observation_folder(tmp_path / "second", ("xfce4_terminal_shell", "mousepad_notes"))
+    model = _script(tmp_path / "r.jsonl", "DONE", "WAIT", "FAIL")
+    code, out, _ = _run(
+        capsys,
+        "run",
+        str(first),
+        str(second),
+        "--model",
+        model,
+        "--out",
+        str(tmp_path / "o"),
+        *INSTRUCTION,
+    )
+    assert code == 0
+    assert [e.response for e in read_trajectory(tmp_path / "o" / "first")] == ["DONE"]
+    assert [e.response for e in read_trajectory(tmp_path / "o" / "second")] == ["DONE"]
+    assert "summary [second]" in out
+
+
+def test_replay_reports_no_difference_on_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled trajectory re-parses to its recorded actions: exit 0."""
+    code, out, _ = _run(capsys, "replay", str(EXAMPLE / "trajectory.jsonl"))
+    assert code == 0
+    assert out.endswith("2 step(s) replayed, 0 differ\n")
+
+
+def test_replay_reports_where_actions_differ(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A step whose recorded actions differ from today's parse is reported, and the exit status is 1."""
+    lines = (EXAMPLE / "trajectory.jsonl").read_text("utf-8").splitlines()
+    changed = json.loads(lines[1])
+    changed["actions"] = ["pyautogui.click(1, 1)"]
+    (tmp_path / "trajectory.jsonl").write_text(
+        lines[0] + "\n" + json.dumps(changed) + "\n", encoding="utf-8"
+    )
+    code, out, _ = _run(capsys, "replay", str(tmp_path))
+    assert code == 1
+    assert "step 2: DIFFERS" in out
+    code, out, _ = _run(capsys, "replay", str(tmp_path), "--json")
+    assert json.loads(out)["differences"][0]["recorded"] == ["pyautogui.click(1, 1)"]
+
+
+def test_replay_of_a_malformed_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A malformed trajectory is one line naming the line number, exit status 2."""
+    (tmp_path / "trajectory.jsonl").write_text("{oops\n", encoding="utf-8")
+    code, out, err = _run(capsys, "replay", str(tmp_path))
+    _fails_cleanly(code, out, err, 2, "line 1")
+
+
+# --- the README's main job --------------------------------------------------------------
+
+
+def test_readme_main_job_runs_offline(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`osharm-agent run examples/task --model replay:examples/task/trajectory.jsonl --out runs/demo` works as written."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    argv = "run examples/task --model replay:examples/task/trajectory.jsonl --out runs/demo".split()  # noqa: SIM905
+    code, out, err = _run(capsys, *argv)
+    assert (code, err) == (0, "")
+    assert "ended with DONE" in out
+    assert (tmp_path / "runs" / "demo" / "trajectory.jsonl").exists()
+
+
+def test_a_run_replays_to_the_same_actions(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The trajectory `run` writes re-parses to its own actions, which are the bundled recording's, and runs again the same."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    bundled = read_trajectory(EXAMPLE)
+    assert (
+        _run(capsys, "run", str(EXAMPLE), "--model", f"replay:{EXAMPLE}", "--out", str(first))[0]
+        == 0
+    )
+    code, out, _ = _run(capsys, "replay", str(first))
+    assert (code, out.splitlines()[-1]) == (0, "2 step(s) replayed, 0 differ")
+    assert [e.actions for e in read_trajectory(first)] == [e.actions for e in bundled]
+    assert (
+        _run(capsys, "run", str(EXAMPLE), "--model", f"replay:{first}", "--out", str(second))[0]
+        == 0
+    )
+    assert [e.actions for e in read_trajectory(second)] == [e.actions for e in bundled]
