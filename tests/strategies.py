@@ -87,3 +87,55 @@ cua_anything = cua_actions | st.dictionaries(
     | st.sampled_from(["click", "drag", "keypress", "scroll", "type", "zoom"]),
     max_size=6,
 )
+
+# --- facade: trajectories (tests/facade/test_replay.py) ----------------------
+
+
+@st.composite
+def trajectory_entries(draw: st.DrawFn) -> object:
+    """Arbitrary trajectory lines as `adapters.recording.TrajectoryEntry` values."""
+    from adapters.base import Usage
+    from adapters.recording import TrajectoryEntry
+    from osharm_core import Continuation
+
+    small = st.integers(0, 10_000)
+    ints_or_none = st.none() | small
+    action = st.text(max_size=30) | st.fixed_dictionaries(
+        {"action_type": st.sampled_from(["CLICK", "TYPING", "DONE"])},
+        optional={"x": small, "text": st.text(max_size=10)},
+    )
+    box = st.tuples(small, small, small, small)
+    check = st.tuples(st.text(max_size=8), st.text(max_size=8), st.text(max_size=20))
+    return TrajectoryEntry(
+        step=draw(st.integers(1, 1000)),
+        time=draw(st.text(max_size=30)),
+        instruction=draw(st.text(max_size=60)),
+        model=draw(st.text(max_size=20)),
+        response_model=draw(st.text(max_size=20)),
+        observation_type=draw(st.sampled_from(["screenshot", "a11y_tree", "som"])),
+        action_space=draw(st.sampled_from(["pyautogui", "computer_13"])),
+        platform=draw(st.sampled_from(["ubuntu", "windows"])),
+        response=draw(st.text(max_size=60) | st.sampled_from(["DONE", "```python\nx()\n```"])),
+        actions=draw(st.none() | st.lists(action, max_size=3).map(tuple)),
+        usage=Usage(
+            input_tokens=draw(ints_or_none),
+            output_tokens=draw(ints_or_none),
+            total_tokens=draw(ints_or_none),
+        ),
+        latency=draw(st.none() | st.floats(0, 1e4, allow_nan=False)),
+        tries=draw(st.integers(1, 10)),
+        context_fallback=draw(st.booleans()),
+        screenshot=draw(st.none() | st.just("step_0001.png")),
+        som_screenshot=draw(st.none() | st.just("step_0001_som.png")),
+        accessibility_tree=draw(st.none() | st.just("step_0001.xml")),
+        masks=draw(st.none() | st.lists(box, max_size=5).map(tuple)),
+        continuation=draw(
+            st.none()
+            | st.builds(
+                Continuation,
+                st.text(max_size=12),
+                st.lists(st.text(max_size=8), max_size=3).map(tuple),
+                st.lists(check, max_size=2).map(tuple),
+            )
+        ),
+    )
