@@ -48,6 +48,7 @@ from adapters.base import (
     secret_values,
 )
 from adapters.retry import RetryPolicy, retry_after_from_headers, stamina_arguments
+from adapters.transport import ShardedAsyncTransport
 
 logger = logging.getLogger(__name__)
 
@@ -140,16 +141,15 @@ def interpret(
     headers: Mapping[str, str],
     content: bytes,
     *,
-    now: datetime,
+    now: datetime | None = None,
 ) -> ProviderReply:
     """One HTTP reply as a decoded `ProviderReply`, or raise the typed error it means.
 
     A 2xx reply that is not JSON, or that the provider cannot read, is a
     `ResponseDecodeError`. Other statuses go to the provider's `error()`; the
-    request id, status and `Retry-After` are filled in where it left them out.
+    request id, status and `Retry-After` (an HTTP date measured from `now`,
+    default the current time) are filled in where it left them out.
     """
-    secrets = secret_values(pending.call.headers)
-    rid = request_id_from(headers)
     try:
         body: Any = json.loads(content) if content else None
         parsed = content != b""
@@ -163,32 +163,30 @@ def interpret(
                 )
             return provider.decode(pending.request, body)
         except ModelCallError as failed:
-            _fill(failed, status, rid, pending.request.model)
-            raise _scrub(failed, secrets) from None
+            raise _completed(failed, pending, status, headers) from None
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             unreadable = ResponseDecodeError(
-                f"unexpected reply shape ({type(exc).__name__}: {exc})",
-                provider=provider.name,
-                status=status,
-                request_id=rid,
-                model=pending.request.model,
+                f"unexpected reply shape ({type(exc).__name__}: {exc})", provider=provider.name
             )
-            raise _scrub(unreadable, secrets) from None
+            raise _completed(unreadable, pending, status, headers) from None
     text = content.decode("utf-8", errors="replace")
     error = provider.error(status, headers, body, text)
-    _fill(error, status, rid, pending.request.model)
     if isinstance(error, RetryableError) and error.retry_after is None:
-        error.retry_after = retry_after_from_headers(headers, now)
-    raise _scrub(error, secrets)
+        error.retry_after = retry_after_from_headers(headers, now or datetime.now(UTC))
+    raise _completed(error, pending, status, headers)
 
 
-def _fill(error: ModelCallError, status: int, rid: str | None, model: str) -> None:
+def _completed(
+    error: ModelCallError, pending: PendingCall, status: int, headers: Mapping[str, str]
+) -> ModelCallError:
+    """`error` with status, request id and model filled in and any echoed secret scrubbed."""
     if error.status is None:
         error.status = status
     if error.request_id is None:
-        error.request_id = rid
+        error.request_id = request_id_from(headers)
     if error.model is None:
-        error.model = model
+        error.model = pending.request.model
+    return _scrub(error, secret_values(pending.call.headers))
 
 
 _RETRYABLE_TRANSPORT: Final = (
@@ -254,12 +252,7 @@ class _Run:
                 "%s try %d: HTTP %d in %.3f s", name, self.tries, outcome.status_code, elapsed
             )
         return interpret(
-            self.provider,
-            self.pending,
-            outcome.status_code,
-            outcome.headers,
-            outcome.content,
-            now=datetime.now(UTC),
+            self.provider, self.pending, outcome.status_code, outcome.headers, outcome.content
         )
 
     def settle(self, outcome: ProviderReply | ModelCallError) -> None:
@@ -303,7 +296,8 @@ class HttpModelClient:
         model: str | None = None,
     ) -> None:
         self.provider = provider
-        self.retry = retry if retry is not None else RetryPolicy()
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._retrying = stamina_arguments(self._retry)
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self.model = model
         self._given_client = http_client
@@ -312,6 +306,11 @@ class HttpModelClient:
         self._own_async: httpx.AsyncClient | None = None
         self._own_async_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = threading.Lock()
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy every call of this client follows."""
+        return self._retry
 
     def __repr__(self) -> str:
         model = f", model={self.model!r}" if self.model else ""
@@ -325,7 +324,7 @@ class HttpModelClient:
         client = self._client()
         while run.pending is not None:
             try:
-                for attempt in stamina.retry_context(**stamina_arguments(self.retry)):
+                for attempt in stamina.retry_context(**self._retrying):
                     with attempt:
                         reply = run.receive(self._send(client, run.sending()))
             except ModelCallError as error:
@@ -340,7 +339,7 @@ class HttpModelClient:
         client = self._async_client()
         while run.pending is not None:
             try:
-                async for attempt in stamina.retry_context(**stamina_arguments(self.retry)):
+                async for attempt in stamina.retry_context(**self._retrying):
                     with attempt:
                         reply = run.receive(await self._asend(client, run.sending()))
             except ModelCallError as error:
@@ -405,7 +404,11 @@ class HttpModelClient:
             owner = self._own_async_loop() if self._own_async_loop is not None else None
             if self._own_async is None or owner is not loop:
                 # Connections pooled in another event loop cannot be used in this one.
-                self._own_async = httpx.AsyncClient(timeout=self.timeout, limits=DEFAULT_LIMITS)
+                self._own_async = httpx.AsyncClient(
+                    timeout=self.timeout,
+                    limits=DEFAULT_LIMITS,
+                    transport=ShardedAsyncTransport(limits=DEFAULT_LIMITS),
+                )
                 self._own_async_loop = weakref.ref(loop) if loop is not None else None
             return self._own_async
 
