@@ -181,6 +181,20 @@ class PromptAgent:
         """Each turn's raw reply (`""` where it could not be parsed)."""
         return list(self._state.thoughts)
 
+    @property
+    def pending_safety_checks(self) -> tuple[tuple[str, str, str], ...]:
+        """Safety checks the provider raised on the last step, as `(id, code, message)`; never acknowledged.
+
+        While any are pending, a continued Responses chain refuses the next
+        call: decide, then `start_new_chain()` (or `reset()`).
+        """
+        continuation = self._state.continuation
+        return () if continuation is None else continuation.safety_checks
+
+    def start_new_chain(self) -> None:
+        """Forget where a stateful provider conversation stands, keeping the trajectory."""
+        self._state = attrs.evolve(self._state, continuation=None)
+
     def reset(self, _logger: logging.Logger | None = None) -> None:
         """Start a new episode: clear the trajectory and set the logger (the default one when None)."""
         self._state = AgentState()

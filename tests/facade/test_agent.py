@@ -17,7 +17,8 @@ from adapters.base import ConfigurationError, ModelResponse, RetryableError, Usa
 from adapters.recording import TrajectoryRecorder
 from adapters.registry import client_for
 from adapters.replay import read_trajectory
-from adapters.testing import FakeClient
+from adapters.responses import SafetyCheckPending
+from adapters.testing import FakeClient, FakeClientExhausted
 from osharm_core import AgentConfig, AgentState, Continuation
 from osharm_core.prompts import system_prompt
 from tests.facade.helpers import FAKE_KEY, click_reply, load
@@ -315,7 +316,7 @@ async def test_apredict_matches_predict(observation_type: str, action_space: str
 async def test_apredict_error_keeps_the_state() -> None:
     """An error in the async call propagates and leaves the state as it was."""
     agent, _ = _agent([])
-    with pytest.raises(Exception, match="no reply left"):
+    with pytest.raises(FakeClientExhausted):
         await agent.apredict("t", NOTES)
     assert agent.state == AgentState()
 
@@ -328,3 +329,80 @@ def test_from_config_accepts_the_extra_options() -> None:
     agent = PromptAgent.from_config(config, client=FakeClient([PY]))
     assert agent.config is config
     assert attrs.asdict(agent.config)["ubuntu_attributes"] is True
+
+
+def _responses_transport(seen: list[dict[str, Any]]) -> httpx.MockTransport:
+    """A Responses API stand-in: a click with a pending check on the second call, else a click."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        number = len(seen)
+        checks = [
+            {"id": "sc_1", "code": "malicious_instructions", "message": "Suspicious text on screen"}
+        ]
+        call = {
+            "type": "computer_call",
+            "id": f"cu_{number}",
+            "call_id": f"call_{number}",
+            "action": {"type": "click", "button": "left", "x": 19, "y": 31},
+            "pending_safety_checks": checks if number == 2 else [],
+            "status": "completed",
+        }
+        reply = {
+            "id": f"resp_{number}",
+            "object": "response",
+            "model": "computer-use-preview-2025-03-11",
+            "status": "completed",
+            "output": [call],
+            "usage": {"input_tokens": 900, "output_tokens": 30, "total_tokens": 930},
+        }
+        return httpx.Response(200, json=reply)
+
+    return httpx.MockTransport(handler)
+
+
+def test_computer_use_chain_through_the_agent(tmp_path: Path) -> None:
+    """With the Responses provider the agent chains previous_response_id, surfaces safety checks and never acknowledges them."""
+    seen: list[dict[str, Any]] = []
+    client = client_for(
+        "computer-use-preview",
+        api_key=FAKE_KEY,
+        http_client=httpx.Client(transport=_responses_transport(seen)),
+    )
+    agent = PromptAgent(
+        model="computer-use-preview",
+        observation_type="screenshot",
+        action_space="pyautogui",
+        client=client,
+        recorder=TrajectoryRecorder(tmp_path),
+    )
+    _, actions = agent.predict("Open the File menu", NOTES)
+    assert actions
+    assert "pyautogui.click(19, 31" in str(actions[0])
+    assert "previous_response_id" not in seen[0]
+    _, actions = agent.predict("Open the File menu", MENU)
+    assert seen[1]["previous_response_id"] == "resp_1"
+    output = [item for item in seen[1]["input"] if item.get("type") == "computer_call_output"]
+    assert [item["call_id"] for item in output] == ["call_1"]
+    assert "acknowledged_safety_checks" not in json.dumps(seen[1])
+    assert actions == ["FAIL"]
+    assert agent.pending_safety_checks == (
+        ("sc_1", "malicious_instructions", "Suspicious text on screen"),
+    )
+    before = agent.state
+    with pytest.raises(SafetyCheckPending):
+        agent.predict("Open the File menu", MENU)
+    assert agent.state is before
+    assert len(seen) == 2
+    agent.start_new_chain()
+    assert agent.pending_safety_checks == ()
+    agent.predict("Open the File menu", MENU)
+    assert "previous_response_id" not in seen[2]
+    assert len(agent.state) == 3
+    recorded = read_trajectory(tmp_path)
+    assert recorded[1].continuation is not None
+    assert recorded[1].continuation.safety_checks == (
+        ("sc_1", "malicious_instructions", "Suspicious text on screen"),
+    )
+    assert recorded[1].actions == ("FAIL",)
