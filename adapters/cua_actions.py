@@ -83,6 +83,18 @@ _NAVIGATION_BUTTONS: Final[Mapping[str, str]] = {"back": "left", "forward": "rig
 _SINGLE_KEYS: Final = frozenset(chr(c) for c in range(32, 127)) | {"\t", "\n", "\r"}
 
 
+def literal(text: str) -> str:
+    """`text` as a Python string literal that never contains a backtick (so no code fence either).
+
+    >>> import ast
+    >>> print(literal("a```b"))
+    'a\\x60\\x60\\x60b'
+    >>> ast.literal_eval(literal("a```b"))
+    'a```b'
+    """
+    return repr(text).replace("`", "\\x60")
+
+
 class UnsupportedComputerAction(OsharmError, ValueError):
     """A computer_call action that cannot be converted: unknown type, or a missing or bad field."""
 
@@ -216,8 +228,8 @@ def to_pyautogui(
     if kind == "keypress":
         keys = _keys(action, platform)
         if len(keys) == 1:
-            return f"pyautogui.press({keys[0]!r})"
-        return f"pyautogui.hotkey({', '.join(repr(k) for k in keys)})"
+            return f"pyautogui.press({literal(keys[0])})"
+        return f"pyautogui.hotkey({', '.join(literal(k) for k in keys)})"
     if kind == "scroll":
         x, y = _point(action)
         dx, dy = _scroll_clicks(action, pixels_per_click)
@@ -231,7 +243,7 @@ def to_pyautogui(
         text = action.get("text")
         if not isinstance(text, str):
             raise UnsupportedComputerAction(f"type: field 'text' must be a string, got {text!r}")
-        return f"pyautogui.typewrite({text!r})"
+        return f"pyautogui.typewrite({literal(text)})"
     raise UnsupportedComputerAction(f"unknown computer_call action type {kind!r}")
 
 
@@ -316,6 +328,7 @@ def _drag_actions(path: tuple[tuple[int, int], ...]) -> tuple[dict[str, Any], ..
 
 __all__ = [
     "UnsupportedComputerAction",
+    "literal",
     "pyautogui_key",
     "to_computer_13",
     "to_pyautogui",

@@ -238,7 +238,20 @@ def _computer_13_reply(actions: Sequence[Any], platform: str, pixels_per_click: 
     ]
     if not converted:
         converted = [{"action_type": "WAIT"}]
-    return "\n".join(f"```json\n{json.dumps(d, ensure_ascii=False)}\n```" for d in converted)
+    return "\n".join(_json_block(json.dumps(d, ensure_ascii=False)) for d in converted)
+
+
+def _json_block(content: str) -> str:
+    # Backticks only occur inside JSON strings, where \u0060 means the same and cannot close a fence.
+    return "```json\n" + content.replace("`", "\\u0060") + "\n```"
+
+
+def _signal(word: str, action_space: str) -> str:
+    """DONE / FAIL as the reply's action: a line of its own, or a json block for computer_13.
+
+    (In computer_13 a reply without blocks is read as JSON, so the thought must stay out of it.)
+    """
+    return _json_block(word) if action_space == "computer_13" else word
 
 
 def _count(usage: object, field: str) -> int | None:
@@ -392,9 +405,9 @@ class ResponsesProvider:
         thought = quote_thought("\n\n".join((*read.thoughts, *notes)))
         prefix = f"{thought}\n\n" if thought else ""
         if not read.calls:
-            return f"{prefix}DONE"
+            return prefix + _signal("DONE", request.action_space)
         if read.safety_checks:
-            return f"{prefix}FAIL"
+            return prefix + _signal("FAIL", request.action_space)
         try:
             if request.action_space == "computer_13":
                 actions = _computer_13_reply(read.actions, platform, self.pixels_per_click)

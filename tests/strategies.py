@@ -41,8 +41,10 @@ def provider_messages(draw: st.DrawFn) -> tuple[Message, ...]:
     )
 
 
-_coordinate = st.integers(0, 1919) | st.floats(0, 1079, allow_nan=False)
-_point = st.fixed_dictionaries({"x": _coordinate, "y": _coordinate})
+#: Coordinates on a 1920x1080 display, as integers or (rarely sent) floats.
+_cua_x = st.integers(0, 1920) | st.floats(0, 1920, allow_nan=False)
+_cua_y = st.integers(0, 1080) | st.floats(0, 1080, allow_nan=False)
+_point = st.fixed_dictionaries({"x": _cua_x, "y": _cua_y})
 _cua_key = st.sampled_from(
     ["CTRL", "ALT", "SHIFT", "ENTER", "ESC", "SPACE", "TAB", "BACKSPACE", "DELETE", "ARROWLEFT",
      "ARROWRIGHT", "ARROWUP", "ARROWDOWN", "CMD", "SUPER", "META", "PAGEUP", "PAGEDOWN", "HOME",
@@ -58,18 +60,18 @@ def _cua(kind: str, **fields: st.SearchStrategy[object]) -> st.SearchStrategy[di
 cua_actions = st.one_of(
     _cua(
         "click",
-        x=_coordinate,
-        y=_coordinate,
+        x=_cua_x,
+        y=_cua_y,
         button=st.sampled_from(["left", "right", "wheel", "middle", "back", "forward"]),
     ),
-    _cua("double_click", x=_coordinate, y=_coordinate),
-    _cua("move", x=_coordinate, y=_coordinate),
+    _cua("double_click", x=_cua_x, y=_cua_y),
+    _cua("move", x=_cua_x, y=_cua_y),
     _cua("drag", path=st.lists(_point, min_size=1, max_size=5)),
     _cua("keypress", keys=st.lists(_cua_key, min_size=1, max_size=4)),
     _cua(
         "scroll",
-        x=_coordinate,
-        y=_coordinate,
+        x=_cua_x,
+        y=_cua_y,
         scroll_x=st.integers(-2000, 2000),
         scroll_y=st.integers(-2000, 2000),
     ),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from returns.result import Success
 
 from adapters.cua_actions import (
     UnsupportedComputerAction,
@@ -16,12 +17,8 @@ from adapters.cua_actions import (
     to_pyautogui,
     wheel_clicks,
 )
+from osharm_core.vocabulary import validate_computer_13
 from tests.strategies import any_text, cua_actions, cua_anything
-
-COMPUTER_13_TYPES = {
-    "MOVE_TO", "CLICK", "MOUSE_DOWN", "MOUSE_UP", "RIGHT_CLICK", "DOUBLE_CLICK", "DRAG_TO",
-    "SCROLL", "TYPING", "PRESS", "KEY_DOWN", "KEY_UP", "HOTKEY", "WAIT", "FAIL", "DONE",
-}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -209,16 +206,24 @@ def test_typed_text_survives_as_a_literal(text: str) -> None:
 
 
 @given(cua_actions)
-def test_computer_13_actions_are_well_formed(action: dict[str, Any]) -> None:
-    """Converted computer_13 actions use known types and integer coordinates inside the screen."""
+def test_computer_13_actions_pass_the_vocabulary(action: dict[str, Any]) -> None:
+    """Every converted computer_13 action passes osharm_core.validate_computer_13."""
     for converted in to_computer_13(action):
-        assert converted["action_type"] in COMPUTER_13_TYPES
+        assert isinstance(validate_computer_13(converted), Success), converted
         for field in ("x", "y", "dx", "dy"):
             if field in converted:
                 assert type(converted[field]) is int
-        for field in ("x", "y"):
-            if field in converted:
-                assert 0 <= converted[field] <= 1920
+
+
+@pytest.mark.parametrize("key", ["`", "CTRL"])
+def test_backticks_never_reach_the_code(key: str) -> None:
+    """Typed text and key names with backticks are escaped, so they cannot close a code fence."""
+    typed = to_pyautogui({"type": "type", "text": "```python"})
+    pressed = to_pyautogui({"type": "keypress", "keys": [key, "`"]})
+    assert typed is not None
+    assert pressed is not None
+    assert "`" not in typed + pressed
+    assert ast.literal_eval(typed.removeprefix("pyautogui.typewrite(")[:-1]) == "```python"
 
 
 @given(cua_anything)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
+from returns.result import Success
 
 from adapters.base import (
     ConfigurationError,
@@ -21,9 +22,12 @@ from adapters.base import (
     ResponseDecodeError,
     RetryableError,
 )
+from adapters.cua_actions import to_computer_13, to_pyautogui
 from adapters.responses import ResponsesProvider, SafetyCheckPending, png_size, quote_thought
 from osharm_core import Continuation, ImagePart, Message, TextPart
-from tests.strategies import any_text
+from osharm_core.parsing import parse_actions_from_string, parse_code_from_string
+from osharm_core.vocabulary import validate_computer_13
+from tests.strategies import any_text, cua_actions
 
 KEY = "sk-proj-test-0123456789"
 MODEL = "computer-use-preview"
@@ -243,12 +247,15 @@ def test_documented_reply_becomes_computer_13_json() -> None:
     )
 
 
-@pytest.mark.parametrize("space", ["pyautogui", "computer_13"])
-def test_final_message_is_done(space: str) -> None:
-    """A reply with only a message (no computer_call) is its text and then DONE on its own line."""
+@pytest.mark.parametrize(
+    ("space", "done"),
+    [("pyautogui", "DONE"), ("computer_13", "```json\nDONE\n```")],
+)
+def test_final_message_is_done(space: str, done: str) -> None:
+    """A reply with only a message (no computer_call) is its text, then DONE (a json block for computer_13)."""
     body = _reply(_message("The file is saved."))
     reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
-    assert reply.text == "The file is saved.\n\nDONE"
+    assert reply.text == f"The file is saved.\n\n{done}"
     assert reply.continuation == Continuation(response_id="resp_2")
 
 
@@ -307,7 +314,7 @@ def test_pending_safety_checks_are_surfaced_and_the_flagged_action_withheld(spac
     )
     assert "malicious_instructions" in reply.text
     assert "not acknowledged" in reply.text
-    assert reply.text.endswith("\n\nFAIL")
+    assert reply.text.endswith("\n\nFAIL" if space == "pyautogui" else "\n\n```json\nFAIL\n```")
     assert "click" not in reply.text
     assert "CLICK" not in reply.text
     assert reply.raw["output"][0]["pending_safety_checks"] == [check]
@@ -400,3 +407,57 @@ def test_quoted_thought_cannot_create_actions(text: str) -> None:
     assert "```" not in quoted
     for line in quoted.splitlines():
         assert line.strip().upper() not in ("WAIT", "DONE", "FAIL")
+
+
+# --- the reply text reads back through the core parsers -----------------------------
+
+
+def _expected_code(actions: list[dict[str, Any]]) -> list[str]:
+    steps = [to_pyautogui(a) for a in actions]
+    code = [s for s in steps if s is not None]
+    if all(s == "WAIT" for s in code):
+        return ["WAIT"]
+    return ["\ntime.sleep(0.5)\n".join("time.sleep(2)" if s == "WAIT" else s for s in code)]
+
+
+@given(st.lists(cua_actions, min_size=1, max_size=4), any_text, any_text)
+def test_pyautogui_reply_parses_back_to_the_converted_code(
+    actions: list[dict[str, Any]], summary: str, message: str
+) -> None:
+    """Whatever the model's prose, parse_code_from_string reads back exactly the converted code."""
+    body = _reply(
+        {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": summary}]},
+        _message(message),
+        *(_call(f"c{i}", a) for i, a in enumerate(actions)),
+    )
+    reply = ResponsesProvider(api_key=KEY).decode(_request(), body)
+    assert parse_code_from_string(reply.text) == _expected_code(actions)
+
+
+@given(st.lists(cua_actions, min_size=1, max_size=4), any_text)
+def test_computer_13_reply_parses_back_to_valid_actions(
+    actions: list[dict[str, Any]], message: str
+) -> None:
+    """parse_actions_from_string reads back the converted actions, and each one is valid."""
+    body = _reply(_message(message), *(_call(f"c{i}", a) for i, a in enumerate(actions)))
+    reply = ResponsesProvider(api_key=KEY).decode(_request(action_space="computer_13"), body)
+    converted = [d for a in actions for d in to_computer_13(a)] or [{"action_type": "WAIT"}]
+    parsed = parse_actions_from_string(reply.text)
+    assert parsed == Success(converted)
+    for action in converted:
+        assert isinstance(validate_computer_13(action), Success)
+
+
+@pytest.mark.parametrize("space", ["pyautogui", "computer_13"])
+@given(message=any_text.filter(bool), flagged=st.booleans())
+def test_done_and_fail_parse_back(space: str, message: str, flagged: bool) -> None:
+    """A final message parses to DONE, a flagged call to FAIL, whatever the prose around them."""
+    checks = [{"id": "sc", "code": "malicious_instructions", "message": message}]
+    items = [_call("c", {"type": "wait"}, checks)] if flagged else []
+    body = _reply(_message(message), *items)
+    reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
+    word = "FAIL" if flagged else "DONE"
+    if space == "pyautogui":
+        assert parse_code_from_string(reply.text) == [word]
+    else:
+        assert parse_actions_from_string(reply.text) == Success([word])
