@@ -117,7 +117,7 @@ class PromptAgent:
         client: ModelClient | None = None,
         recorder: Recorder | None = None,
     ) -> None:
-        self.config = AgentConfig(
+        self._config = AgentConfig(
             platform=platform,  # type: ignore[arg-type]
             model=model,
             max_tokens=max_tokens,
@@ -129,6 +129,7 @@ class PromptAgent:
             a11y_tree_max_tokens=a11y_tree_max_tokens,
         )
         self._client = client
+        self._client_given = client is not None
         self.recorder = recorder
         self._state = AgentState()
         self.logger = logging.getLogger(DEFAULT_LOGGER)
@@ -145,6 +146,19 @@ class PromptAgent:
         agent = cls(client=client, recorder=recorder)
         agent.config = config
         return agent
+
+    @property
+    def config(self) -> AgentConfig:
+        """The agent's configuration (replaceable; a client resolved from the old model name is dropped)."""
+        return self._config
+
+    @config.setter
+    def config(self, config: AgentConfig) -> None:
+        if not isinstance(config, AgentConfig):
+            raise TypeError(f"config must be an AgentConfig; got {type(config).__name__}")
+        if config.model != self._config.model and not self._client_given:
+            self._client = None
+        self._config = config
 
     @property
     def client(self) -> ModelClient:

@@ -31,8 +31,14 @@ from adapters.base import (
     ModelRequest,
     ModelResponse,
 )
-from adapters.recording import StepRecord, TrajectoryEntry, TrajectoryError, TrajectoryRecorder
-from adapters.registry import client_for
+from adapters.recording import (
+    StepRecord,
+    TrajectoryEntry,
+    TrajectoryError,
+    TrajectoryExistsError,
+    TrajectoryRecorder,
+)
+from adapters.registry import REGISTRY, client_for
 from osharm_core import (
     AgentConfig,
     AgentState,
@@ -106,12 +112,25 @@ def _add_model(parser: argparse.ArgumentParser, *, client: bool = True) -> None:
         )
 
 
+def _model_forms() -> str:
+    forms = "\n".join(f"  {form}" for form in REGISTRY.forms())
+    return f"model names:\n{forms}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `osharm-agent` argument parser."""
-    parser = _Parser(prog=PROG, description="Run the osharm-core PromptAgent from the shell.")
+    parser = _Parser(
+        prog=PROG,
+        description="Run the osharm-core PromptAgent from the shell.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    models = _model_forms()
 
-    predict = commands.add_parser("predict", help="one step on one observation")
+    raw = argparse.RawDescriptionHelpFormatter
+    predict = commands.add_parser(
+        "predict", help="one step on one observation", epilog=models, formatter_class=raw
+    )
     predict.description = (
         "Ask the model for one step on an observation; print the reply and the actions."
     )
@@ -131,11 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--som-out", metavar="PNG", help="write the set-of-marks screenshot here")
     render.add_argument("--json", action="store_true", help="print the wire-shape messages as JSON")
 
-    run = commands.add_parser("run", help="an episode over directories of observations")
+    run = commands.add_parser(
+        "run",
+        help="an episode over directories of observations",
+        epilog=models,
+        formatter_class=raw,
+    )
     run.description = (
         "Run an episode on each task directory (NAME.png / NAME.xml observations in sorted "
         "order, the instruction in task.json), one model turn per observation, recording the "
-        "trajectory."
+        "trajectory. With several tasks each gets --out/NAME; --model replay:DIR replays "
+        "DIR/NAME for each task when it exists (a single replay file restarts for every task)."
     )
     run.add_argument("tasks", nargs="+", metavar="TASK_DIR", help="task directories")
     run.add_argument("--out", required=True, metavar="DIR", help="where to record trajectories")
@@ -567,7 +592,12 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace, TextIO], int]]] = {
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+    """The message on one line: its lines joined with "; " (after a colon, with a space)."""
+    lines = [" ".join(line.split()) for line in str(exc).splitlines()]
+    text = ""
+    for line in filter(None, lines):
+        text += (" " if not text or text.endswith(":") else "; ") + line
+    return text.strip() or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -584,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigurationError, ConfigError, TrajectoryError, ObservationError) as exc:
         print(f"{PROG}: error: {_one_line(exc)}", file=err)
         return 2
-    except FileExistsError as exc:
+    except TrajectoryExistsError as exc:
         print(f"{PROG}: error: {_one_line(exc)} (pass --overwrite to replace it)", file=err)
         return 2
     except OSError as exc:

@@ -406,3 +406,22 @@ def test_computer_use_chain_through_the_agent(tmp_path: Path) -> None:
         ("sc_1", "malicious_instructions", "Suspicious text on screen"),
     )
     assert recorded[1].actions == ("FAIL",)
+
+
+def test_changing_the_model_re_resolves_only_a_registry_client(tmp_path: Path) -> None:
+    """A client resolved from the model name follows a model change; a client given by the caller stays."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(json.dumps({"response": "WAIT"}) + "\n", encoding="utf-8")
+    second.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
+    agent = PromptAgent(
+        model=f"replay:{first}", observation_type="a11y_tree", action_space="pyautogui"
+    )
+    assert agent.predict("t", NOTES)[1] == ["WAIT"]
+    agent.model = f"replay:{second}"
+    assert agent.predict("t", NOTES)[1] == ["DONE"]
+    given = FakeClient([PY])
+    pinned = PromptAgent(observation_type="a11y_tree", action_space="pyautogui", client=given)
+    pinned.model = "gpt-4o"
+    assert pinned.client is given
+    with pytest.raises(TypeError, match="AgentConfig"):
+        pinned.config = {"model": "x"}  # type: ignore[assignment]

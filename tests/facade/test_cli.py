@@ -400,3 +400,22 @@ def test_a_run_replays_to_the_same_actions(
         == 0
     )
     assert [e.actions for e in read_trajectory(second)] == [e.actions for e in bundled]
+
+
+def test_several_recorded_tasks_replay_task_by_task(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`replay:DIR` over a several-task recording gives each task its own recorded replies back."""
+    first = observation_folder(tmp_path / "first", ("mousepad_notes",))
+    second = observation_folder(tmp_path / "second", ("xfce4_terminal_shell",))
+    for task, reply in ((first, "WAIT"), (second, "FAIL")):
+        model = _script(tmp_path / f"{task.name}.jsonl", reply)
+        out = str(tmp_path / "o1" / task.name)
+        assert _run(capsys, "run", str(task), "--model", model, "--out", out, *INSTRUCTION)[0] == 0
+    tasks = [str(first), str(second), *INSTRUCTION]
+    code, _, _ = _run(
+        capsys, "run", *tasks, "--model", f"replay:{tmp_path / 'o1'}", "--out", str(tmp_path / "o2")
+    )
+    assert code == 0
+    for name, expected in (("first", ["WAIT"]), ("second", ["FAIL"])):
+        assert [e.actions for e in read_trajectory(tmp_path / "o2" / name)] == [tuple(expected)]
