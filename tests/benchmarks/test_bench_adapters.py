@@ -1,0 +1,161 @@
+"""Throughput of one shared async client: bursts of 32 concurrent step calls, server answering after 200 ms.
+
+The ideal is 32 calls per 0.2 s = 160 calls/s. The server is the loopback
+server run in its own process (its threads neither compete for this
+process's GIL nor count in its CPU time). The payload is an a11y_tree step
+built from the largest fixture (with the core's `prepare_step` when it is
+importable, else the raw XML trimmed to 40 KB).
+
+Measured in one run, interleaved, best of several bursts each:
+
+* `engine`: `HttpModelClient.acomplete` through one client (its default pool);
+* `httpx floor`: the same request body (already rendered, JSON-encoded by
+  httpx) through a bare `httpx.AsyncClient` on the same kind of pool,
+  reading the JSON reply: the HTTP stack and JSON alone;
+* `httpx default pool`: the same with httpx's stock pool (for reference).
+
+Asserted: the engine keeps at least 0.9 of the floor's throughput (what the
+engine adds is small), and at least half the ideal (calls really run
+concurrently: a serialized client would reach 1/32). The figures, including
+the ratio to the ideal and the client's CPU time per call, are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapters.base import ModelRequest
+from adapters.client import DEFAULT_LIMITS, HttpModelClient
+from adapters.openai_chat import chat_body
+from adapters.registry import client_for
+from adapters.transport import ShardedAsyncTransport
+from osharm_core import Message, TextPart
+from tests.adapters import loopback
+from tests.conftest import OBSERVATIONS
+
+NAME = "chromium_inventory_table"
+CALLS = 32
+DELAY = 0.2
+IDEAL = CALLS / DELAY
+BURSTS = 5
+FLOOR_TARGET = 0.9
+CONCURRENCY_TARGET = 0.5
+
+
+def step_messages() -> tuple[Message, ...]:
+    """The messages of one a11y_tree step on the largest fixture."""
+    xml = (OBSERVATIONS / f"{NAME}.xml").read_text(encoding="utf-8")
+    try:
+        from osharm_core import AgentConfig, AgentState, Observation, prepare_step
+    except ImportError:  # the core's step functions are not there yet
+        system = Message("system", (TextPart("You are a desktop agent (benchmark)."),))
+        user = Message("user", (TextPart(xml[:40_000] + "\nWhat next?"),))
+        return (system, user)
+    config = AgentConfig(observation_type="a11y_tree", action_space="pyautogui")
+    observation = Observation(screenshot=None, accessibility_tree=xml)
+    return prepare_step(config, AgentState(), "Find row 42", observation).messages
+
+
+@pytest.fixture(scope="module")
+def slow_server() -> Iterator[str]:
+    """A loopback server in a child process answering after 200 ms; yields its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, str(Path(loopback.__file__)), "--delay", str(DELAY)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdin is not None
+    try:
+        base_url = process.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:"), base_url
+        yield base_url
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+Call = Callable[[], Awaitable[object]]
+
+
+async def burst(call: Call) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) for CALLS concurrent calls."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(call() for _ in range(CALLS)))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+async def measure(base_url: str, request: ModelRequest) -> dict[str, list[tuple[float, float]]]:
+    """Interleaved bursts of the engine and of the two bare-httpx baselines, after a warm-up each."""
+    url = f"{base_url}/v1/chat/completions"
+    body = chat_body(request)
+    headers = {"content-type": "application/json", "authorization": "Bearer bench-key"}
+    engine = client_for("compat/bench", base_url=f"{base_url}/v1", api_key="bench-key")
+    assert isinstance(engine, HttpModelClient)
+    sharded = httpx.AsyncClient(transport=ShardedAsyncTransport(limits=DEFAULT_LIMITS))
+    stock = httpx.AsyncClient(limits=DEFAULT_LIMITS)
+
+    def bare(client: httpx.AsyncClient) -> Call:
+        async def call() -> object:
+            response = await client.post(url, json=body, headers=headers)
+            return response.json()["choices"][0]["message"]["content"]
+
+        return call
+
+    async def through_engine() -> object:
+        return (await engine.acomplete(request)).text
+
+    calls = {
+        "engine": through_engine,
+        "httpx floor": bare(sharded),
+        "httpx default pool": bare(stock),
+    }
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
+    for call in calls.values():
+        await burst(call)
+    for _ in range(BURSTS):
+        for name, call in calls.items():
+            results[name].append(await burst(call))
+    await engine.aclose()
+    await sharded.aclose()
+    await stock.aclose()
+    return results
+
+
+@pytest.mark.benchmark_ratio
+def test_32_concurrent_calls_through_one_client(slow_server: str) -> None:
+    """One shared client runs 32 concurrent calls at >= 0.9 of bare httpx's throughput and >= 0.5 of ideal."""
+    messages = step_messages()
+    request = ModelRequest(model="compat/bench", messages=messages)
+    results = asyncio.run(measure(slow_server, request))
+    best = {name: min(runs) for name, runs in results.items()}  # the fastest burst, with its CPU
+    throughput = {name: CALLS / wall for name, (wall, _) in best.items()}
+    lines = [
+        f"payload {sum(len(m.text) for m in messages) / 1000:.1f} kB of text per call; "
+        f"sniffio importable: {importlib.util.find_spec('sniffio') is not None}"
+    ]
+    for name, (wall, cpu) in best.items():
+        lines.append(
+            f"{name:>18}: best burst {wall * 1000:.0f} ms, {throughput[name]:.0f} calls/s = "
+            f"{throughput[name] / IDEAL:.2f} of ideal {IDEAL:.0f}; CPU {cpu / CALLS * 1000:.2f} ms/call"
+        )
+    vs_floor = throughput["engine"] / throughput["httpx floor"]
+    lines.append(f"engine / httpx floor = {vs_floor:.2f}")
+    report = "\n".join(lines)
+    print("\n" + report)
+    assert vs_floor >= FLOOR_TARGET, report
+    assert throughput["engine"] / IDEAL >= CONCURRENCY_TARGET, report
