@@ -23,11 +23,15 @@ from typing import Final
 import attrs
 import httpx
 
+from adapters import anthropic, gemini
+from adapters.anthropic import AnthropicProvider
 from adapters.azure import DEFAULT_AZURE_API_VERSION, AzureOpenAIProvider
 from adapters.base import ConfigurationError, ModelClient, Provider
 from adapters.client import HttpModelClient
 from adapters.credentials import from_env, pick, require_key, require_url
+from adapters.gemini import GeminiProvider
 from adapters.openai_chat import DEFAULT_OPENAI_BASE_URL, OpenAIChatProvider
+from adapters.responses import ResponsesProvider
 from adapters.retry import RetryPolicy
 
 _SEPARATORS: Final = re.compile(r"[/|:]")
@@ -201,8 +205,6 @@ def _openai(options: ClientOptions) -> ModelClient:
         options.base_url, ("OPENAI_BASE_URL",), what="OpenAI", default=DEFAULT_OPENAI_BASE_URL
     )
     if model.startswith("computer-use-preview"):
-        from adapters.responses import ResponsesProvider
-
         return options.http_client_for(ResponsesProvider(api_key=key, base_url=base))
     return options.http_client_for(OpenAIChatProvider(base_url=base, api_key=key))
 
@@ -223,22 +225,21 @@ def _azure(options: ClientOptions) -> ModelClient:
 
 
 def _anthropic(options: ClientOptions) -> ModelClient:
-    from adapters.anthropic import DEFAULT_BASE_URL, AnthropicProvider
-
     _named_model(options)
     key = require_key(options.api_key, ("ANTHROPIC_API_KEY",), provider="Anthropic")
     base = require_url(
-        options.base_url, ("ANTHROPIC_BASE_URL",), what="Anthropic", default=DEFAULT_BASE_URL
+        options.base_url,
+        ("ANTHROPIC_BASE_URL",),
+        what="Anthropic",
+        default=anthropic.DEFAULT_BASE_URL,
     )
     return options.http_client_for(AnthropicProvider(api_key=key, base_url=base))
 
 
 def _gemini(options: ClientOptions) -> ModelClient:
-    from adapters.gemini import DEFAULT_BASE_URL, GeminiProvider
-
     _named_model(options)
     key = require_key(options.api_key, ("GEMINI_API_KEY", "GENAI_API_KEY"), provider="Gemini")
-    base = require_url(options.base_url, (), what="Gemini", default=DEFAULT_BASE_URL)
+    base = require_url(options.base_url, (), what="Gemini", default=gemini.DEFAULT_BASE_URL)
     return options.http_client_for(GeminiProvider(api_key=key, base_url=base))
 
 
