@@ -1,5 +1,11 @@
-"""osharm-core: the pure core of an OS-Harm / OSWorld style computer-use agent."""
+"""osharm-core: the pure core of an OS-Harm / OSWorld style computer-use agent.
 
+An `AgentState` and an `Observation` go in, messages come out
+(`prepare_step`); a model's reply goes in, actions and the next state come
+out (`complete_step`). Nothing here does I/O.
+"""
+
+from osharm_core.accessibility import linearize_accessibility_tree, parse_accessibility_tree
 from osharm_core.config import AgentConfig
 from osharm_core.errors import (
     AccessibilityTreeError,
@@ -9,10 +15,22 @@ from osharm_core.errors import (
     OsharmError,
     ScreenshotError,
 )
+from osharm_core.marks import SetOfMarks, tag_screenshot
 from osharm_core.messages import ImagePart, Message, TextPart, render_openai_chat
+from osharm_core.observation import Observation, png_size
+from osharm_core.parsing import (
+    parse_actions_from_string,
+    parse_code_from_som_string,
+    parse_code_from_string,
+)
+from osharm_core.prompts import system_message, system_prompt
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
+from osharm_core.step import StepRequest, complete_step, parse_reply, prepare_step
+from osharm_core.tokens import cl100k_encoding, trim_accessibility_tree
+from osharm_core.vocabulary import KEYBOARD_KEYS, validate_computer_13
 
 __all__ = [
+    "KEYBOARD_KEYS",
     "AccessibilityTreeError",
     "Action",
     "ActionParseError",
@@ -23,10 +41,28 @@ __all__ = [
     "ImagePart",
     "Mask",
     "Message",
+    "Observation",
     "ObservationError",
     "ObservationRecord",
     "OsharmError",
     "ScreenshotError",
+    "SetOfMarks",
+    "StepRequest",
     "TextPart",
+    "cl100k_encoding",
+    "complete_step",
+    "linearize_accessibility_tree",
+    "parse_accessibility_tree",
+    "parse_actions_from_string",
+    "parse_code_from_som_string",
+    "parse_code_from_string",
+    "parse_reply",
+    "png_size",
+    "prepare_step",
     "render_openai_chat",
+    "system_message",
+    "system_prompt",
+    "tag_screenshot",
+    "trim_accessibility_tree",
+    "validate_computer_13",
 ]

@@ -20,7 +20,7 @@ from osharm_core.parsing import (
     parse_code_from_som_string,
     parse_code_from_string,
 )
-from osharm_core.prompts import system_prompt
+from osharm_core.prompts import system_message
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
 from osharm_core.tokens import trim_accessibility_tree
 
@@ -33,9 +33,9 @@ _WITH_TREE: Final = {
     "screenshot_a11y_tree": (
         "Given the screenshot and info from accessibility tree as below:\n{}\n" + _NEXT_STEP
     ),
-    "som": "Given the tagged screenshot and info from accessibility tree as below:\n{}\n" + _NEXT_STEP,
+    "som": "Given the tagged screenshot and info from accessibility tree as below:\n{}\n"
+    + _NEXT_STEP,
 }
-_TASK: Final = "\nYou are asked to complete the following task: {}"
 _NO_VALID_ACTION: Final = "No valid action"
 
 
@@ -51,11 +51,6 @@ class StepRequest:
     messages: tuple[Message, ...]
     observation: ObservationRecord
     masks: tuple[Mask, ...] | None = None
-
-
-def system_message(config: AgentConfig, instruction: str) -> Message:
-    """The system message: the chosen prompt, then the task sentence."""
-    return Message("system", (TextPart(system_prompt(config) + _TASK.format(instruction)),))
 
 
 def _user_message(config: AgentConfig, record: ObservationRecord, *, current: bool) -> Message:
@@ -91,7 +86,8 @@ def _process(
 ) -> tuple[ObservationRecord, tuple[Mask, ...] | None]:
     kind = config.observation_type
     if kind == "som":
-        assert observation.screenshot is not None and observation.accessibility_tree is not None
+        assert observation.screenshot is not None
+        assert observation.accessibility_tree is not None
         marks = tag_screenshot(
             observation.screenshot,
             observation.accessibility_tree,
@@ -135,7 +131,7 @@ def prepare_step(
         Observation.from_dict(attrs.asdict(observation), config.observation_type)
     record, masks = _process(config, observation)
     messages = (
-        system_message(config, instruction),
+        Message("system", (TextPart(system_message(config, instruction)),)),
         *_history(config, state),
         _user_message(config, record, current=True),
     )
