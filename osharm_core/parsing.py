@@ -7,10 +7,10 @@ it cares about, so the work grows linearly with the reply.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -99,60 +99,57 @@ def split_fences(text: str) -> Fenced:
 
 # --- the statement splitter ------------------------------------------------
 
-_CODE_STOP: Final = re.compile(r"[#;'\"]")
-_SINGLE_STOP: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
-    {q: re.compile(rf"[\\\n{q}]") for q in "'\""}
+#: What the statement splitter steps over in one go: a `;`, a comment, or a
+#: string literal. A backslash always shields the next character (in raw
+#: strings too, which is why prefixes never change where a string ends); a
+#: single-quoted string also ends at a line break; an unterminated string runs
+#: to the end. Every string alternative always matches once it has started, so
+#: the regex never backtracks.
+_INDENT: Final = re.compile(r"[^\S\n]*")
+_CODE_TOKEN: Final = re.compile(
+    r"""
+      ;
+    | \#[^\n]*
+    | '''(?:[^'\\]|\\[\s\S]?|'(?!''))*(?:'''|\Z)
+    | \"\"\"(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:\"\"\"|\Z)
+    | '(?:[^'\\\n]|\\[\s\S]?)*'?
+    | "(?:[^"\\\n]|\\[\s\S]?)*"?
+    """,
+    re.VERBOSE,
 )
-_TRIPLE_STOP: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
-    {q: re.compile(rf"\\|{q * 3}") for q in "'\""}
-)
-
-
-def _string_end(code: str, start: int, quote: str) -> int:
-    """Index just past the string whose opening quote(s) end before `start`.
-
-    A backslash always shields the next character (in raw strings too, which
-    is why prefixes never change where a string ends); a single-quoted string
-    that reaches a line end stops there; an unterminated one runs to the end.
-    """
-    triple = code.startswith(quote * 2, start)
-    pattern = _TRIPLE_STOP[quote] if triple else _SINGLE_STOP[quote]
-    pos = start + 2 if triple else start
-    while True:
-        match = pattern.search(code, pos)
-        if match is None:
-            return len(code)
-        if match.group() == "\\":
-            pos = match.start() + 2
-        elif match.group() == "\n":
-            return match.start()
-        else:
-            return match.end()
 
 
 def _scan(code: str) -> tuple[list[int], list[tuple[int, int]]]:
     """Top-level `;` positions and the spans of strings that contain a line break."""
     semicolons: list[int] = []
     multiline: list[tuple[int, int]] = []
-    pos = 0
-    while True:
-        match = _CODE_STOP.search(code, pos)
-        if match is None:
-            return semicolons, multiline
-        at = match.start()
-        char = code[at]
-        if char == ";":
-            semicolons.append(at)
-            pos = at + 1
-        elif char == "#":
-            newline = code.find("\n", at)
-            if newline < 0:
-                return semicolons, multiline
-            pos = newline
-        else:
-            pos = _string_end(code, at + 1, char)
-            if code.find("\n", at, pos) >= 0:
-                multiline.append((at, pos))
+    for token in _CODE_TOKEN.finditer(code):
+        text = token.group()
+        if text == ";":
+            semicolons.append(token.start())
+        elif text[0] != "#" and "\n" in text:
+            multiline.append(token.span())
+    return semicolons, multiline
+
+
+def _string_around(pos: int, multiline: list[tuple[int, int]], starts: list[int]) -> int:
+    """The start of the multi-line string `pos` lies strictly inside, or -1."""
+    index = bisect.bisect_left(starts, pos) - 1
+    return multiline[index][0] if index >= 0 and multiline[index][1] > pos else -1
+
+
+def _indent_of(
+    code: str, line_start: int, multiline: list[tuple[int, int]], starts: list[int]
+) -> str:
+    """The indentation of the statement a line belongs to.
+
+    A line that begins inside a multi-line string takes the indentation of
+    the line that string started on (and so on back).
+    """
+    while (string_start := _string_around(line_start, multiline, starts)) >= 0:
+        line_start = code.rfind("\n", 0, string_start) + 1
+    match = _INDENT.match(code, line_start)
+    return match.group() if match else ""
 
 
 def split_statements(code: str) -> str:
@@ -171,34 +168,37 @@ def split_statements(code: str) -> str:
     semicolons, multiline = _scan(code)
     if not semicolons:
         return code
+    # `out` is joined with line breaks: runs of untouched lines go in as one
+    # slice, each split line as its pieces.
     out: list[str] = []
-    cut = iter([*semicolons, len(code) + 1])
-    next_cut = next(cut)
-    spans = iter([*multiline, (len(code) + 1, len(code) + 1)])
-    span = next(spans)
-    indent = ""
-    line_start = 0
-    for line in code.split("\n"):
-        line_end = line_start + len(line)
-        while span[1] <= line_start:
-            span = next(spans)
-        if not span[0] < line_start < span[1]:
-            indent = line[: len(line) - len(line.lstrip())]
-        if next_cut > line_end:
-            out.append(line)
-        else:
-            pieces = []
-            piece_start = line_start
-            while next_cut <= line_end:
-                pieces.append(code[piece_start:next_cut])
-                piece_start = next_cut + 1
-                next_cut = next(cut)
-            pieces.append(code[piece_start:line_end])
-            first = pieces[0].rstrip()
-            if first.strip():
-                out.append(first)
-            out.extend(indent + piece.strip() for piece in pieces[1:] if piece.strip())
-        line_start = line_end + 1
+    starts = [start for start, _ in multiline]
+    previous_end = -1
+    index = 0
+    while index < len(semicolons):
+        line_start = code.rfind("\n", 0, semicolons[index]) + 1
+        line_end = code.find("\n", semicolons[index])
+        line_end = len(code) if line_end < 0 else line_end
+        if line_start > previous_end + 1:
+            out.append(code[previous_end + 1 : line_start - 1])
+        head = code[line_start : semicolons[index]].rstrip()
+        if head.strip():
+            out.append(head)
+        piece_start = semicolons[index] + 1
+        index += 1
+        pieces: list[str] = []
+        while index < len(semicolons) and semicolons[index] < line_end:
+            pieces.append(code[piece_start : semicolons[index]].strip())
+            piece_start = semicolons[index] + 1
+            index += 1
+        tail = code[piece_start:line_end]
+        # A line that ends inside a multi-line string must keep that string's text.
+        in_string = _string_around(line_end, multiline, starts) >= 0
+        pieces.append(tail.lstrip() if in_string else tail.strip())
+        indent = _indent_of(code, line_start, multiline, starts)
+        out.extend(indent + piece for piece in pieces if piece)
+        previous_end = line_end
+    if previous_end < len(code):
+        out.append(code[previous_end + 1 :])
     return "\n".join(out)
 
 
@@ -332,9 +332,9 @@ _JSON_STRING_STOP: Final = re.compile(r'[\\"\n]')
 def _object_spans(text: str) -> list[tuple[int, int, int]]:
     """`(start, end, depth)` of each balanced `{...}` in prose, sorted by start.
 
-    Strings are tracked only inside braces, as JSON would read them, and
-    end at a line break (JSON strings hold none), so a stray quote in the
-    prose cannot hide everything after it.
+    Strings are tracked only inside braces, only from a quote where JSON
+    could open one, and end at a line break (JSON strings hold none), so a
+    stray quote in the prose cannot hide the objects after it.
     """
     spans: list[tuple[int, int, int]] = []
     open_at: list[int] = []
@@ -356,8 +356,16 @@ def _object_spans(text: str) -> list[tuple[int, int, int]]:
             if open_at:
                 start = open_at.pop()
                 spans.append((start, pos, len(open_at)))
-        elif open_at:
+        elif open_at and _opens_json_string(text, at):
             pos = _json_string_end(text, pos)
+
+
+def _opens_json_string(text: str, at: int) -> bool:
+    """Whether the quote at `at` can open a JSON string (it follows `{`, `[`, `,` or `:`)."""
+    before = at - 1
+    while before >= 0 and text[before] in " \t\r\n":
+        before -= 1
+    return before >= 0 and text[before] in "{[,:"
 
 
 def _json_string_end(text: str, pos: int) -> int:
