@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -40,6 +41,20 @@ class Continuation:
     safety_checks: tuple[tuple[str, str, str], ...] = ()
 
 
+def _records(value: Iterable[ObservationRecord]) -> tuple[ObservationRecord, ...]:
+    return tuple(value)
+
+
+def _actions(
+    value: Iterable[Iterable[Action] | None],
+) -> tuple[tuple[Action, ...] | None, ...]:
+    return tuple(None if turn is None else tuple(turn) for turn in value)
+
+
+def _thoughts(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 def _same_lengths(instance: AgentState, _: attrs.Attribute[Any], __: object) -> None:
     sizes = {len(instance.observations), len(instance.actions), len(instance.thoughts)}
     if len(sizes) != 1:
@@ -61,9 +76,11 @@ class AgentState:
     ()
     """
 
-    observations: tuple[ObservationRecord, ...] = attrs.field(default=(), converter=tuple)
-    actions: tuple[tuple[Action, ...] | None, ...] = attrs.field(default=(), converter=tuple)
-    thoughts: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_same_lengths)
+    observations: tuple[ObservationRecord, ...] = attrs.field(default=(), converter=_records)
+    actions: tuple[tuple[Action, ...] | None, ...] = attrs.field(default=(), converter=_actions)
+    thoughts: tuple[str, ...] = attrs.field(
+        default=(), converter=_thoughts, validator=_same_lengths
+    )
     continuation: Continuation | None = None
 
     def __len__(self) -> int:
