@@ -90,6 +90,22 @@ cua_anything = cua_actions | st.dictionaries(
     max_size=6,
 )
 
+# --- adapters: engine, retries, registry --------------------------------------
+
+#: HTTP statuses a model server can fail with (4xx and 5xx, the usual ones weighted in).
+http_error_statuses = st.sampled_from(
+    [400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 504, 529]
+) | st.integers(400, 599)
+
+#: Retry-After header values: delta seconds (int or float text), HTTP dates, or junk.
+retry_after_values = (
+    st.integers(0, 100_000).map(str)
+    | st.floats(0, 1e6, allow_nan=False).map(repr)
+    | st.datetimes().map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S GMT"))
+    | st.text(max_size=30)
+)
+
+
 # --- facade: trajectories (tests/facade/test_replay.py) ----------------------
 
 
