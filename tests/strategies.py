@@ -157,3 +157,116 @@ def trajectory_entries(draw: st.DrawFn) -> object:
             )
         ),
     )
+
+
+# --- parsing, computer_13 vocabulary, prompts (tests/test_parsing.py, test_vocabulary.py) ---
+
+from osharm_core.vocabulary import (  # noqa: E402  (kept inside this section)
+    ACTIONS,
+    KEYBOARD_KEYS,
+    SPECIAL_WORDS,
+    ActionSpec,
+    ParamSpec,
+)
+
+#: Text with no backticks (a fence inside a block would end it early).
+fence_free_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="`"), max_size=40
+)
+
+
+def _c13_value(param: ParamSpec, screen: tuple[int, int]) -> st.SearchStrategy[object]:
+    if param.kind == "number":
+        high = screen[0] if param.screen_axis == "x" else screen[1]
+        return st.integers(0, high) | st.floats(0, high, allow_nan=False)
+    if param.kind == "integer":
+        return st.sampled_from(param.choices) if param.choices else st.integers(-(10**6), 10**6)
+    if param.kind == "choice":
+        return st.sampled_from(param.choices)
+    if param.kind == "key":
+        return st.sampled_from(KEYBOARD_KEYS)
+    if param.kind == "keys":
+        return st.lists(st.sampled_from(KEYBOARD_KEYS), min_size=1, max_size=4)
+    return fence_free_text
+
+
+@st.composite
+def _c13_action(
+    draw: st.DrawFn, spec: ActionSpec, screen: tuple[int, int] = (1920, 1080)
+) -> dict[str, object]:
+    action: dict[str, object] = {"action_type": spec.name}
+    grouped = {name for group in spec.together for name in group}
+    for group in spec.together:
+        if draw(st.booleans()):
+            for name in group:
+                param = spec.param(name)
+                assert param is not None
+                action[name] = draw(_c13_value(param, screen))
+    for param in spec.params:
+        if param.name not in grouped and (param.required or draw(st.booleans())):
+            action[param.name] = draw(_c13_value(param, screen))
+    return action
+
+
+#: Valid computer_13 actions of every type, the specials as a word or as a dict.
+computer_13_actions = (
+    st.one_of(*(_c13_action(spec) for spec in ACTIONS))
+    | st.sampled_from(SPECIAL_WORDS)
+    | st.sampled_from(SPECIAL_WORDS).map(lambda w: {"action_type": w})
+)
+
+_py_string_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="`", exclude_categories=["Cs"]),
+    max_size=20,
+)
+_triple_text = st.text(alphabet="ab ;#'\n=()", max_size=20)
+_comment_text = st.text(
+    alphabet=st.characters(exclude_characters="`", exclude_categories=["Cc", "Cs", "Zl", "Zp"]),
+    max_size=20,
+)
+_pixel = st.integers(0, 1920).map(str)
+
+#: One pyautogui statement (no comment, no top-level `;`); strings may hold `;`, quotes, `#`.
+pyautogui_statements = st.one_of(
+    st.tuples(_pixel, _pixel).map(lambda p: f"pyautogui.click({p[0]}, {p[1]})"),
+    _py_string_text.map(lambda t: f"pyautogui.write({t!r})"),
+    st.lists(st.sampled_from(KEYBOARD_KEYS[90:]), min_size=1, max_size=3).map(
+        lambda keys: "pyautogui.hotkey(" + ", ".join(map(repr, keys)) + ")"
+    ),
+    st.sampled_from(["time.sleep(0.5)", "import pyautogui", "import time"]),
+    _triple_text.map(lambda t: f'note = """{t}"""'),
+    _py_string_text.map(lambda t: f"pyautogui.write(r{t!r})"),
+)
+_simple_line = pyautogui_statements | _comment_text.map(lambda t: f"# {t}")
+
+
+@st.composite
+def pyautogui_code(draw: st.DrawFn) -> str:
+    """Plausible pyautogui code with no top-level `;`, no backticks, no special-word lines.
+
+    Strings and comments may hold `;`, `#` and quotes; loops add indented lines.
+    """
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.integers(0, 4)) == 0:
+            lines.append("for _ in range(2):")
+            lines.extend(
+                "    " + line for line in draw(st.lists(_simple_line, min_size=1, max_size=3))
+            )
+        else:
+            lines.append(draw(_simple_line))
+    return "\n".join(lines)
+
+
+@st.composite
+def fenced_replies(draw: st.DrawFn) -> str:
+    """Replies mixing prose, fences with and without tags, JSON, code and special words."""
+    pieces = st.one_of(
+        any_text,
+        st.sampled_from(["```", "```python\n", "```json\n", "```DONE```", "\n```\n", ";"]),
+        st.sampled_from(SPECIAL_WORDS).map(lambda w: f"\n{w}\n"),
+        pyautogui_code(),
+        st.just('{"action_type": "CLICK", "x": 1, "y": 2}'),
+        st.just('[{"action_type": "PRESS", "key": "enter"}]'),
+    )
+    return "".join(draw(st.lists(pieces, max_size=8)))
