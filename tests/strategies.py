@@ -270,3 +270,149 @@ def fenced_replies(draw: st.DrawFn) -> str:
         st.just('[{"action_type": "PRESS", "key": "enter"}]'),
     )
     return "".join(draw(st.lists(pieces, max_size=8)))
+
+
+# --- accessibility trees, trimming, set-of-marks (tests/test_accessibility.py, ...) ---
+
+from lxml import etree as _etree  # noqa: E402  (kept inside this section)
+from PIL import Image as _Image  # noqa: E402
+
+A11Y_NS = {
+    "ubuntu": "https://accessibility.ubuntu.example.org/ns/",
+    "windows": "https://accessibility.windows.example.org/ns/",
+}
+
+#: Roles kept by every kind of tag rule, near misses, and roles never kept.
+a11y_tags = st.sampled_from(
+    [
+        "push-button", "menu-item", "check-menu-item", "document-web", "documentary", "heading",
+        "label", "scrollbar", "searchbox", "textbox", "link", "tabelement", "textfield",
+        "textarea", "menu", "alert", "canvas", "check-box", "combo-box", "entry", "icon",
+        "image", "paragraph", "scroll-bar", "section", "slider", "static", "table-cell",
+        "terminal", "text", "netuiribbontab", "start", "uiimage", "panel", "frame", "filler",
+        "menu-bar", "page-tab", "table-row", "Document", "items", "button-box", "unknown",
+    ]
+)  # fmt: skip
+
+#: Characters XML 1.0 can carry (as text or escaped), odd ones included.
+xml_chars = st.characters(
+    codec="utf-8",
+    exclude_categories=("Cs",),
+    exclude_characters="".join(map(chr, [*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)]))
+    + "\ufffe\uffff",
+)
+xml_text = st.one_of(
+    st.text(alphabet=xml_chars, max_size=12),
+    st.sampled_from(['say "hi"', "tab\there", "line\nbreak", "cr\r\nlf", " ", "\u00a0", '"']),
+)
+
+#: Geometry strings: plain pairs, every strict-parse edge case, garbage and code.
+a11y_pairs = st.one_of(
+    st.tuples(st.integers(-3, 2000), st.integers(-3, 2000)).map(lambda p: f"({p[0]}, {p[1]})"),
+    st.sampled_from(
+        [
+            "(-1, -1)", "(0, 0)", "(0, 7)", "(7, 0)", "(1.5, 2)", "(2, 0.5)", "(-0.0, 3)",
+            "(-2147483648, 5)", "(5, 2147483647)", "(12,34)", "( 3 , 4 )", "(+5, 6)",
+            "(0x10, 0b11)", "(1_000, 2e3)", "(1e999, 4)", "(1, 2, 3)", "(1,)", "1, 2",
+            "", "garbage", "__import__('os')", "(nan, 1)", "(1j, 2)", "(01, 2)",
+        ]
+    ),
+)  # fmt: skip
+
+_STATE_VALUES = st.sampled_from(["true"] * 8 + [None, "false", "True", ""])
+_MOSTLY = st.sampled_from([True] * 4 + [False])
+_OFTEN_PRESENT = {"name", "screencoord", "size"}
+
+
+@st.composite
+def a11y_trees(draw: st.DrawFn, platform: str = "ubuntu") -> str:
+    """An accessibility tree as XML text: random roles, states, names, text and geometry.
+
+    The states, names and geometry are biased so that a fair share of nodes is kept.
+    """
+    base = A11Y_NS[platform]
+    nsmap = {
+        "st": base + "state",
+        "cp": base + "component",
+        "val": base + "value",
+        "attr": base + "attributes",
+        "wattr": A11Y_NS["windows"] + "attributes",
+        "cls": A11Y_NS["windows"] + "class",
+    }
+    nodes: list[_etree._Element] = []
+    for index in range(draw(st.integers(1, 12))):
+        tag = draw(a11y_tags)
+        node = (
+            _etree.Element(tag, nsmap=nsmap)
+            if index == 0
+            else _etree.SubElement(nodes[draw(st.integers(0, index - 1))], tag)
+        )
+        nodes.append(node)
+        for state in ("showing", "visible", "enabled", "editable", "expandable", "checkable"):
+            value = draw(_STATE_VALUES)
+            if value is not None:
+                node.set(f"{{{nsmap['st']}}}{state}", value)
+        optional = {
+            "name": xml_text,
+            "image": st.sampled_from(["true", "false"]),
+            f"{{{nsmap['cp']}}}screencoord": a11y_pairs,
+            f"{{{nsmap['cp']}}}size": a11y_pairs,
+            f"{{{nsmap['val']}}}value": xml_text,
+            f"{{{nsmap['attr']}}}class": xml_text,
+            f"{{{nsmap['attr']}}}description": xml_text,
+            f"{{{nsmap['wattr']}}}class": xml_text,
+            f"{{{nsmap['wattr']}}}description": xml_text,
+            f"{{{nsmap['cls']}}}class": st.sampled_from(["EditWrapper", "XEditWrapper", "Pane"]),
+        }
+        for key, values in optional.items():
+            local = key.rsplit("}", 1)[-1]
+            if draw(_MOSTLY if local in _OFTEN_PRESENT else st.booleans()):
+                node.set(key, draw(values))
+        if draw(st.booleans()):
+            node.text = draw(xml_text)
+    return str(_etree.tostring(nodes[0], encoding="unicode"))
+
+
+#: Text to trim: rows, multi-byte characters that tokens split, special-token text.
+trim_texts = st.lists(
+    st.one_of(
+        st.text(alphabet=xml_chars, max_size=30),
+        st.sampled_from(
+            [
+                "\n", "\npush-button\tOK", " ", "\t", "<|endoftext|>", "<|fim_prefix|>",
+                "日本語のテキスト", "🧪🔥👩‍💻", "é", "\u200b", "   \n\n", "\"quoted\"", "ß" * 7,
+            ]
+        ),
+    ),
+    max_size=40,
+).map("".join)  # fmt: skip
+
+_MODE_VALUES = {
+    "RGB": [(0, 0, 0), (255, 0, 0), (7, 7, 7)],
+    "RGBA": [(0, 0, 0, 0), (0, 0, 0, 255), (255, 255, 255, 255)],
+    "L": [0, 1, 200],
+    "LA": [(0, 0), (0, 255), (9, 9)],
+    "P": [0, 1, 2],
+    "1": [0, 255],
+    "I;16": [0, 1, 65535],
+    "I": [0, -5, 70000],
+    "F": [0.0, 0.5, -1.0],
+}
+
+
+@st.composite
+def small_images(draw: st.DrawFn) -> _Image.Image:
+    """A tiny image in any mode Pillow decodes PNGs to (and a few more), few distinct values."""
+    mode = draw(st.sampled_from(sorted(_MODE_VALUES)))
+    width, height = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    values = _MODE_VALUES[mode]
+    choice = st.sampled_from(values[:1] if draw(st.booleans()) else values)
+    image = _Image.new(mode, (width, height))
+    image.putdata([draw(choice) for _ in range(width * height)])
+    return image
+
+
+#: Crop boxes around a tiny image: inside, overlapping an edge, or wholly outside.
+small_boxes = st.tuples(
+    st.integers(-4, 12), st.integers(-4, 12), st.integers(1, 14), st.integers(1, 14)
+).map(lambda b: (b[0], b[1], b[0] + b[2], b[1] + b[3]))
