@@ -209,8 +209,11 @@ class PromptAgent:
         """Forget where a stateful provider conversation stands, keeping the trajectory."""
         self._state = attrs.evolve(self._state, continuation=None)
 
-    def reset(self, _logger: logging.Logger | None = None) -> None:
-        """Start a new episode: clear the trajectory and set the logger (the default one when None)."""
+    def reset(self, _logger: logging.Logger | None = None, **_: object) -> None:
+        """Start a new episode: clear the trajectory and set the logger (the default one when None).
+
+        Other keywords that newer OSWorld loops pass (such as `vm_ip`) are accepted and ignored.
+        """
         self._state = AgentState()
         self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
 
@@ -220,6 +223,8 @@ class PromptAgent:
         """One step: the model's reply and the actions parsed from it (`None` when unparsable).
 
         A model error propagates (typed) and leaves the state exactly as it was.
+        A recorder error (a full disk) propagates after the state was updated:
+        the step happened, only its record is missing.
         """
         pending = self._begin(instruction, obs)
         started = time.perf_counter()
@@ -247,16 +252,20 @@ class PromptAgent:
         config, state = self.config, self._state
         step = prepare_step(config, state, instruction, obs)
         request = ModelRequest.from_config(config, step.messages, state.continuation)
+        if self.logger.isEnabledFor(logging.DEBUG):
+            self._log_request(len(state) + 1, step)
+        return _Pending(config, state, instruction, step, request, _raw_observation(obs))
+
+    def _log_request(self, number: int, step: StepRequest) -> None:
         images = tuple(i for m in step.messages for i in m.images)
         self.logger.debug(
             "Step %d: %d messages, %d text chars, %d images [%s]",
-            len(state) + 1,
+            number,
             len(step.messages),
             sum(len(m.text) for m in step.messages),
             len(images),
             _describe_images(images),
         )
-        return _Pending(config, state, instruction, step, request, _raw_observation(obs))
 
     def _finish(
         self, pending: _Pending, response: ModelResponse, latency: float

@@ -197,7 +197,7 @@ def test_continuation_is_kept_and_reset_clears_it() -> None:
 
 
 def test_reset_clears_the_trajectory_and_sets_the_logger() -> None:
-    """reset() empties the state and restores the default logger; reset(logger) installs that logger."""
+    """reset() empties the state and restores the default logger; reset(logger) installs it; extra keywords (vm_ip) are ignored."""
     agent, _ = _agent([PY])
     agent.predict("t", NOTES)
     custom = logging.getLogger("example.run.42")
@@ -206,6 +206,8 @@ def test_reset_clears_the_trajectory_and_sets_the_logger() -> None:
     assert agent.logger is custom
     agent.reset()
     assert agent.logger is logging.getLogger(DEFAULT_LOGGER)
+    agent.reset(custom, vm_ip="10.0.0.2")
+    assert agent.logger is custom
 
 
 def test_two_agents_keep_their_own_loggers(caplog: pytest.LogCaptureFixture) -> None:
