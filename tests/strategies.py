@@ -381,6 +381,7 @@ trim_texts = st.lists(
             [
                 "\n", "\npush-button\tOK", " ", "\t", "<|endoftext|>", "<|fim_prefix|>",
                 "日本語のテキスト", "🧪🔥👩‍💻", "é", "\u200b", "   \n\n", "\"quoted\"", "ß" * 7,
+                "\u0939\u093f\u0928\u094d\u0926\u0940",
             ]
         ),
     ),
