@@ -11,6 +11,8 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.agent import DEFAULT_LOGGER, PromptAgent
 from adapters.base import ConfigurationError, ModelResponse, RetryableError, Usage
@@ -21,6 +23,7 @@ from adapters.responses import SafetyCheckPending
 from adapters.testing import FakeClient, FakeClientExhausted
 from osharm_core import AgentConfig, AgentState, Continuation
 from osharm_core.prompts import system_prompt
+from tests import strategies as s
 from tests.facade.helpers import FAKE_KEY, click_reply, load
 
 NOTES = load("mousepad_notes")
@@ -427,3 +430,34 @@ def test_changing_the_model_re_resolves_only_a_registry_client(tmp_path: Path) -
     assert pinned.client is given
     with pytest.raises(TypeError, match="AgentConfig"):
         pinned.config = {"model": "x"}  # type: ignore[assignment]
+
+
+_TREE_ONLY = {"accessibility_tree": NOTES["accessibility_tree"]}
+
+
+@given(
+    replies=st.lists(s.any_text, min_size=1, max_size=3),
+    failing=st.sets(st.integers(0, 3), max_size=2),
+    action_space=st.sampled_from(["pyautogui", "computer_13"]),
+)
+def test_any_replies_and_errors_keep_the_state_consistent(
+    replies: list[str], failing: set[int], action_space: str
+) -> None:
+    """For any replies and failing calls, predict never fails on a reply, errors change nothing, and the lists stay aligned."""
+    error = RetryableError("boom", provider="fake")
+    client = FakeClient(replies, errors=dict.fromkeys(failing, error))
+    agent = PromptAgent(observation_type="a11y_tree", action_space=action_space, client=client)
+    while client.remaining:
+        before = agent.state
+        if client.calls in failing:
+            with pytest.raises(RetryableError):
+                agent.predict("t", _TREE_ONLY)
+            assert agent.state is before
+            continue
+        response, actions = agent.predict("t", _TREE_ONLY)
+        assert len(agent.state) == len(before) + 1
+        assert agent.thoughts[-1] == (response if actions is not None else "")
+        assert agent.actions[-1] == actions
+        if action_space == "pyautogui":
+            assert actions is not None
+    assert len(agent.observations) == len(agent.actions) == len(agent.thoughts) == len(replies)
