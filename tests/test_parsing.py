@@ -530,3 +530,18 @@ def test_megabyte_adversarial_replies_finish(reply: str) -> None:
     """A 1 MB hostile reply goes through both parsers without raising (the scans are linear)."""
     assert isinstance(parse_code_from_string(reply), list)
     assert isinstance(parse_actions_from_string(reply), Success | Failure)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "\ud800",
+        "```\n'\udfff; x'; y()\n```",
+        '{"action_type": "TYPING", "text": "\ud83d"}',
+        "\x00DONE\x00",
+    ],
+)
+def test_lone_surrogates_and_nul_do_not_break_parsing(reply: str) -> None:
+    """Python strings that are not valid UTF-8 still parse without raising."""
+    assert isinstance(parse_code_from_string(reply), list)
+    assert isinstance(parse_actions_from_string(reply), Success | Failure)
