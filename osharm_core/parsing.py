@@ -1,8 +1,9 @@
 """Model replies to actions: pyautogui code blocks, set-of-marks code, computer_13 JSON.
 
 Every function here is total: any string goes in, a value comes out, nothing
-raises. Every scan is a left-to-right pass that jumps between the characters
-it cares about, so the work grows linearly with the reply.
+raises. Every scan is one left-to-right pass (str.find jumps and regexes that
+never backtrack), and the search for JSON objects in prose decodes only
+balanced, shallowly nested candidates, so the work grows linearly with the reply.
 """
 
 from __future__ import annotations
