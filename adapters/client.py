@@ -104,11 +104,6 @@ def call_flow(
         shorter = shortened(request)
         if shorter is None:
             raise
-        logger.warning(
-            "%s: prompt too long for the context window; retrying once with the system "
-            "message and the latest user message",
-            provider.name,
-        )
         done = yield PendingCall(shorter, provider.encode(shorter), fallback=True)
         return _response(done, fallback=True)
     return _response(done, fallback=False)
@@ -261,6 +256,13 @@ class _Run:
             if isinstance(outcome, ModelCallError):
                 outcome.tries = self.tries
                 self.pending = self._flow.throw(outcome)
+                if self.pending.fallback:
+                    logger.warning(
+                        "%s: prompt too long for the context window (%s); retrying once with "
+                        "the system message and the latest user message",
+                        self.provider.name,
+                        outcome.message,
+                    )
             else:
                 self.pending = self._flow.send(Delivered(outcome, self.tries))
         except StopIteration as stop:
@@ -278,7 +280,8 @@ class HttpModelClient:
 
     Pass your own pooled `http_client` / `async_http_client` to share them;
     otherwise one of each is built on first use (a new async one per event
-    loop) and closed by `close()` / `aclose()`. Every request carries
+    loop, spreading requests over small pools: see `adapters.transport`) and
+    closed by `close()` / `aclose()`. Every request carries
     `timeout` (default: read 120 s, connect 10 s), whatever the given client's
     own default. `retry` defaults to `RetryPolicy()`. `model`, when set, is the
     model name sent on the wire for every request (the registry sets it for
