@@ -373,10 +373,14 @@ def test_retries_stop_after_the_policy_attempts(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_context_fallback_uses_system_and_latest_user(mode: str) -> None:
-    """A context-length error is retried once with the system and latest user message; the response says so."""
+def test_context_fallback_uses_system_and_latest_user(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A context-length error is retried once with the system and latest user message; the response and the log say so."""
     script = Script(context_error(), ok("short answer"))
-    response = run(client_for_script(script, mode), REQUEST, mode)
+    with caplog.at_level(logging.WARNING, logger="adapters.client"):
+        response = run(client_for_script(script, mode), REQUEST, mode)
+    assert any("retrying once" in r.getMessage() for r in caplog.records)
     assert (response.text, response.tries, response.context_fallback) == ("short answer", 2, True)
     first, second = script.bodies()
     assert len(first["messages"]) == 6
