@@ -163,15 +163,29 @@ def platform_keys(platform: str, *, ubuntu_attributes: bool = False) -> Platform
 # --- parsing ---------------------------------------------------------------
 
 _XML_SPACE: Final = b" \t\r\n"
-_UTF32_BOMS: Final = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
-_UTF16_BOMS: Final = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# How a document announces an encoding that is not ASCII-compatible (XML 1.0, appendix F):
+# a byte-order mark, or the first characters "<?" in a wide encoding or in EBCDIC.
+_SIGNATURES: Final = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+    (b"<\0\0\0", "utf-32-le"),
+    (b"\0\0\0<", "utf-32-be"),
+    (b"<\0?\0", "utf-16-le"),
+    (b"\0<\0?", "utf-16-be"),
+    (b"\x4c\x6f\xa7\x94", "cp037"),
+)
+_DECLARED: Final = re.compile(
+    r"""<\?xml[ \t\r\n][^>]*?encoding[ \t\r\n]*=[ \t\r\n]*["']([A-Za-z][A-Za-z0-9._-]*)["']"""
+)
 
 
 def _prolog_has_doctype(data: bytes) -> bool:
-    """Whether a DOCTYPE declaration precedes the root element (ASCII-compatible bytes)."""
+    """Whether a DOCTYPE declaration precedes the root element (UTF-8 bytes, no BOM)."""
     if b"<!DOCTYPE" not in data:
         return False
-    i = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    i = 0
     end = len(data)
     while True:
         while i < end and data[i] in _XML_SPACE:
@@ -187,30 +201,40 @@ def _prolog_has_doctype(data: bytes) -> bool:
         i = close + skip
 
 
-def _as_utf8(xml: str | bytes) -> tuple[bytes, bool]:
-    """The tree as bytes, and whether it is known to be UTF-8 (its declaration then ignored)."""
-    if isinstance(xml, str):
-        raw = xml
-    elif isinstance(xml, bytes | bytearray | memoryview):
-        data = bytes(xml)
-        if data.startswith(_UTF32_BOMS):
-            codec = "utf-32"
-        elif data.startswith(_UTF16_BOMS):
-            codec = "utf-16"
-        else:
-            return data, False
-        try:
-            raw = data.decode(codec)
-        except UnicodeDecodeError as exc:
-            raise AccessibilityTreeError(
-                f"accessibility tree is not valid {codec}: {exc}"
-            ) from None
-    else:
+def _utf8_from_bytes(data: bytes) -> bytes:
+    """Re-encode a document to UTF-8 as its BOM, width or declaration says it is encoded."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[len(codecs.BOM_UTF8) :]
+    name = next((codec for signature, codec in _SIGNATURES if data.startswith(signature)), None)
+    if name is None or name == "cp037":
+        declared = _DECLARED.match(data[:1024].decode(name or "latin-1"))
+        name = declared.group(1) if declared else name or "utf-8"
+    try:
+        codec = codecs.lookup(name)
+    except LookupError:
+        raise AccessibilityTreeError(
+            f"accessibility tree declares an unknown encoding {name!r}"
+        ) from None
+    if codec.name == "utf-8":
+        return data
+    try:
+        return data.decode(codec.name).encode("utf-8")
+    except (UnicodeError, ValueError) as exc:
+        raise AccessibilityTreeError(
+            f"accessibility tree is not valid {codec.name}: {exc}"
+        ) from None
+
+
+def _as_utf8(xml: str | bytes) -> bytes:
+    """The tree as UTF-8 bytes, so every check below reads the characters as the parser will."""
+    if isinstance(xml, bytes | bytearray | memoryview):
+        return _utf8_from_bytes(bytes(xml))
+    if not isinstance(xml, str):
         raise AccessibilityTreeError(
             f"accessibility tree must be str or bytes, not {type(xml).__name__}"
         )
     try:
-        return raw.encode("utf-8"), True
+        return xml.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise AccessibilityTreeError(
             f"accessibility tree holds text that cannot be encoded: {exc}"
@@ -227,19 +251,21 @@ def _refuse_doctype() -> AccessibilityTreeError:
 def parse_accessibility_tree(xml: str | bytes) -> etree._Element:
     """Parse a tree safely and return its root element; `AccessibilityTreeError` if refused.
 
-    Accepts `str` (any encoding declaration is ignored) or `bytes` (UTF-8, a BOM, or a
-    declared encoding). Entities are never expanded, DTDs never loaded, nothing is fetched.
+    Accepts `str` (any encoding declaration is ignored) or `bytes` (UTF-8, or what a BOM
+    or the XML declaration says; re-encoded to UTF-8 first, so the DOCTYPE check reads the
+    real characters). Any DOCTYPE is refused before parsing: entities are never declared,
+    expanded or fetched, and no DTD is loaded.
     Comments and processing instructions are dropped (their surrounding text is joined,
     as the reference's ElementTree does).
 
     >>> parse_accessibility_tree('<desktop-frame><a name="x"/></desktop-frame>')[0].get("name")
     'x'
     """
-    data, is_utf8 = _as_utf8(xml)
+    data = _as_utf8(xml)
     if _prolog_has_doctype(data):
         raise _refuse_doctype()
     parser = etree.XMLParser(
-        encoding="utf-8" if is_utf8 else None,
+        encoding="utf-8",
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -259,7 +285,7 @@ def parse_accessibility_tree(xml: str | bytes) -> etree._Element:
         ) from None
     except ValueError as exc:
         raise AccessibilityTreeError(f"accessibility tree cannot be parsed: {exc}") from None
-    # Second line of defence for encodings the byte scan above cannot read.
+    # Second line of defence, should the prolog scan above ever miss one.
     if root.getroottree().docinfo.doctype:
         raise _refuse_doctype()
     return root
