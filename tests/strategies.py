@@ -8,12 +8,49 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from osharm_core import AgentConfig, AgentState, ObservationRecord
+
 # --- text -----------------------------------------------------------------
 
 #: Any text, including control characters, surrogate-free odd Unicode and fences.
 any_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.text(
     alphabet="`'\";\n\t #\\abcDONEWAITFAILpyautogui().,=", max_size=200
 )
+
+
+# --- agent state and steps (tests/test_step.py) ---------------------------
+
+_reply_actions = st.none() | st.lists(
+    st.sampled_from(["WAIT", "DONE", "pyautogui.click(1, 2)"])
+    | st.fixed_dictionaries({"action_type": st.just("CLICK")}),
+    max_size=3,
+).map(tuple)
+
+
+@st.composite
+def agent_configs(draw: st.DrawFn) -> AgentConfig:
+    """Valid agent configurations, som only with pyautogui."""
+    kind = draw(st.sampled_from(["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]))
+    space = "pyautogui" if kind == "som" else draw(st.sampled_from(["pyautogui", "computer_13"]))
+    return AgentConfig(
+        observation_type=kind,
+        action_space=space,
+        max_trajectory_length=draw(st.integers(0, 5)),
+        platform=draw(st.sampled_from(["ubuntu", "windows"])),
+    )
+
+
+@st.composite
+def agent_states(draw: st.DrawFn) -> AgentState:
+    """Trajectories of up to eight turns with arbitrary stored replies and actions."""
+    n = draw(st.integers(0, 8))
+    records = [
+        ObservationRecord(draw(st.sampled_from([None, "iVBORw0KGgo="])), draw(st.text(max_size=20)))
+        for _ in range(n)
+    ]
+    actions = [draw(_reply_actions) for _ in range(n)]
+    thoughts = [draw(st.text(max_size=40)) for _ in range(n)]
+    return AgentState(records, actions, thoughts)
 
 
 # --- model providers and computer-use actions (tests/adapters/test_anthropic.py, ...) ---

@@ -58,7 +58,10 @@ def test_som_needs_pyautogui() -> None:
 def test_evolve_revalidates() -> None:
     """Changing a config with attrs.evolve runs the same validation."""
     with pytest.raises(ConfigError):
-        attrs.evolve(AgentConfig(action_space="pyautogui", observation_type="som"), action_space="computer_13")
+        attrs.evolve(
+            AgentConfig(action_space="pyautogui", observation_type="som"),
+            action_space="computer_13",
+        )
 
 
 def test_frozen() -> None:

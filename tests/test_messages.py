@@ -13,7 +13,10 @@ def test_chat_shape() -> None:
             "role": "user",
             "content": [
                 {"type": "text", "text": "look"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD", "detail": "high"}},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64,QUJD", "detail": "high"},
+                },
             ],
         }
     ]

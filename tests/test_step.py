@@ -68,7 +68,10 @@ def _reference_record(config: AgentConfig, obs: dict[str, Any]) -> dict[str, Any
 
 
 def _image(b64: str) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}", "detail": "high"}}
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{b64}", "detail": "high"},
+    }
 
 
 def _reference_user(kind: str, record: dict[str, Any], current: bool) -> dict[str, Any]:
@@ -76,7 +79,12 @@ def _reference_user(kind: str, record: dict[str, Any], current: bool) -> dict[st
     if kind == "screenshot":
         content = [{"type": "text", "text": f"Given the screenshot as below. {NEXT}"}]
     elif kind == "a11y_tree":
-        content = [{"type": "text", "text": f"Given the info from accessibility tree as below:\n{tree}\n{NEXT}"}]
+        content = [
+            {
+                "type": "text",
+                "text": f"Given the info from accessibility tree as below:\n{tree}\n{NEXT}",
+            }
+        ]
     elif kind == "screenshot_a11y_tree":
         text = f"Given the screenshot and info from accessibility tree as below:\n{tree}\n{NEXT}"
         content = [{"type": "text", "text": text}]
@@ -93,7 +101,9 @@ def _reference_user(kind: str, record: dict[str, Any], current: bool) -> dict[st
 def _reference_episode(config: AgentConfig, instruction: str) -> list[list[dict[str, Any]]]:
     """The message lists the reference agent sends over EPISODE with REPLIES as thoughts."""
     sent, records, thoughts = [], [], []
-    system = system_prompt(config) + f"\nYou are asked to complete the following task: {instruction}"
+    system = (
+        system_prompt(config) + f"\nYou are asked to complete the following task: {instruction}"
+    )
     for name, reply in zip(EPISODE, REPLIES, strict=True):
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": [{"type": "text", "text": system}]}
@@ -159,7 +169,9 @@ def test_som_actions_get_tag_variables() -> None:
     config = AgentConfig(observation_type="som", action_space="pyautogui")
     request = prepare_step(config, AgentState(), "t", _obs("mousepad_notes"))
     assert request.masks
-    _, actions = complete_step(config, AgentState(), request, "```python\npyautogui.click(tag_1)\n```")
+    _, actions = complete_step(
+        config, AgentState(), request, "```python\npyautogui.click(tag_1)\n```"
+    )
     x, y, w, h = request.masks[0]
     assert actions is not None
     assert isinstance(actions[0], str)
@@ -171,7 +183,9 @@ def test_prepare_step_checks_the_observation() -> None:
     """A dict missing what the type needs raises the typed observation error, not a KeyError."""
     config = AgentConfig(observation_type="screenshot_a11y_tree")
     with pytest.raises(ValueError, match="accessibility_tree"):
-        prepare_step(config, AgentState(), "t", {"screenshot": _obs("mousepad_notes")["screenshot"]})
+        prepare_step(
+            config, AgentState(), "t", {"screenshot": _obs("mousepad_notes")["screenshot"]}
+        )
     with pytest.raises(ValueError, match="screenshot"):
         prepare_step(config, AgentState(), "t", Observation(accessibility_tree="<a/>"))
 
@@ -194,7 +208,9 @@ def test_complete_step_keeps_lengths_and_input(
 ) -> None:
     """complete_step adds exactly one turn, keeps the tuples equal in length, and leaves its input alone."""
     before = attrs.evolve(state)
-    request = StepRequest(messages=(), observation=ObservationRecord(None, "tree"), masks=((1, 2, 3, 4),))
+    request = StepRequest(
+        messages=(), observation=ObservationRecord(None, "tree"), masks=((1, 2, 3, 4),)
+    )
     new, actions = complete_step(config, state, request, reply)
     assert state == before
     assert len(new.observations) == len(new.actions) == len(new.thoughts) == len(state) + 1
