@@ -279,7 +279,15 @@ def parse_accessibility_tree(xml: str | bytes) -> etree._Element:
         root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError as exc:
         line, column = exc.position
-        message = exc.error_log[0].message if len(exc.error_log) else exc.msg
+        # The parser's own log holds this run's errors only (the exception's may be older).
+        errors = parser.error_log
+        message = errors[0].message if len(errors) else exc.msg
+        if "limit exceeded" in message or "Excessive depth" in message:
+            raise AccessibilityTreeError(
+                f"accessibility tree exceeds the parser's limits (line {line}, column {column}): "
+                f"{message} (accepted: text and attribute values up to 10 MB, nesting up to "
+                "256 levels)"
+            ) from None
         raise AccessibilityTreeError(
             f"accessibility tree is not well-formed XML (line {line}, column {column}): {message}"
         ) from None

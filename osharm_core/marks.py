@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import attrs
 from lxml import etree
-from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont
+from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont, UnidentifiedImageError
 
 from osharm_core.accessibility import (
     filter_nodes,
@@ -101,6 +101,10 @@ def open_screenshot(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Ima
     try:
         image = Image.open(io.BytesIO(data), formats=("PNG",))
         image.load()
+    except UnidentifiedImageError:
+        raise ScreenshotError(
+            "screenshot PNG cannot be decoded: its header chunks are corrupt (bad CRC or layout)"
+        ) from None
     except (
         OSError,
         SyntaxError,
