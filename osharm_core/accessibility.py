@@ -162,7 +162,7 @@ def platform_keys(platform: str, *, ubuntu_attributes: bool = False) -> Platform
 
 # --- parsing ---------------------------------------------------------------
 
-_XML_SPACE: Final = b" \t\r\n"
+_SPACE_RUN: Final = re.compile(rb"[ \t\r\n]*")
 # How a document announces an encoding that is not ASCII-compatible (XML 1.0, appendix F):
 # a byte-order mark, or the first characters "<?" in a wide encoding or in EBCDIC.
 _SIGNATURES: Final = (
@@ -183,13 +183,9 @@ _DECLARED: Final = re.compile(
 
 def _prolog_has_doctype(data: bytes) -> bool:
     """Whether a DOCTYPE declaration precedes the root element (UTF-8 bytes, no BOM)."""
-    if b"<!DOCTYPE" not in data:
-        return False
     i = 0
-    end = len(data)
     while True:
-        while i < end and data[i] in _XML_SPACE:
-            i += 1
+        i = _SPACE_RUN.match(data, i).end()  # type: ignore[union-attr]
         if data.startswith(b"<?", i):
             close, skip = data.find(b"?>", i + 2), 2
         elif data.startswith(b"<!--", i):

@@ -129,24 +129,24 @@ def single_colour(image: Image.Image, box: tuple[int, int, int, int]) -> bool:
     test. It samples a few pixels first and only reads the whole (clipped) area
     when they all agree; no allocation exceeds the image itself.
     """
+    return _single_colour(image, image.load(), box)
+
+
+def _single_colour(image: Image.Image, pixels: Any, box: tuple[int, int, int, int]) -> bool:
     width, height = image.size
     x0, y0, x1, y1 = box
     left, top, right, bottom = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
     if left >= right or top >= bottom:
         return True
-    spills = x0 < 0 or y0 < 0 or x1 > width or y1 > height
-    samples = {
-        (left, top),
-        (right - 1, top),
-        (left, bottom - 1),
-        (right - 1, bottom - 1),
-        ((left + right) // 2, (top + bottom) // 2),
-    }
-    getpixel = image.getpixel
-    first = getpixel((left, top))
-    if spills and not _is_zero(first):
+    first = pixels[left, top]
+    if (x0 < 0 or y0 < 0 or x1 > width or y1 > height) and not _is_zero(first):
         return False
-    if any(getpixel(xy) != first for xy in samples):
+    if (
+        pixels[right - 1, top] != first
+        or pixels[left, bottom - 1] != first
+        or pixels[right - 1, bottom - 1] != first
+        or pixels[(left + right) // 2, (top + bottom) // 2] != first
+    ):
         return False
     extrema: Any = image.crop((left, top, right, bottom)).getextrema()
     bands = extrema if isinstance(extrema[0], tuple) else (extrema,)
@@ -258,7 +258,8 @@ def tag_screenshot(
         if w <= 0 or h <= 0:
             continue
         box = (x, y, x + w, y + h)
-        if single_colour(probe, box):
+        # load() per node: cheap, and always the live pixels, even if drawing swaps them.
+        if _single_colour(probe, probe.load(), box):
             continue
         index = len(masks) + 1
         try:
