@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Final, cast
 
@@ -25,7 +25,6 @@ from osharm_core.errors import AccessibilityTreeError, ConfigError
 
 __all__ = [
     "LINEARIZED_HEADER",
-    "NAMESPACES",
     "PlatformKeys",
     "filter_nodes",
     "linearize_accessibility_tree",
@@ -43,15 +42,6 @@ LINEARIZED_HEADER: Final = (
 _UBUNTU: Final = "https://accessibility.ubuntu.example.org/ns/"
 _WINDOWS: Final = "https://accessibility.windows.example.org/ns/"
 
-#: The namespace URIs the desktop servers write, per platform and kind.
-NAMESPACES: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
-    {
-        platform: MappingProxyType(
-            {kind: base + kind for kind in ("state", "component", "value", "attributes")}
-        )
-        for platform, base in (("ubuntu", _UBUNTU), ("windows", _WINDOWS))
-    }
-)
 _WINDOWS_CLASS_KEY: Final = f"{{{_WINDOWS}class}}class"
 
 _ROLE_PREFIX: Final = "document"

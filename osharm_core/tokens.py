@@ -131,12 +131,14 @@ def _decoded_prefix(enc: tiktoken.Encoding, tokens: list[int], keep: int) -> tup
 
     cl100k's pre-tokenizer never puts a newline and a following letter into one
     chunk and has no look-behind, so at a token boundary where a token ending in
-    "\n" meets one starting with a letter, the encoding splits into the part
+    a newline meets one starting with a letter, the encoding splits into the part
     before (exactly the original `m` tokens) and the encoding of the rest alone.
-    Only that short tail is re-encoded; without such a boundary near the cut,
-    the whole prefix is.
+    Only that short tail is re-encoded; without such a boundary near the cut, or
+    for an encoding with another pre-tokenizer, the whole prefix is.
     """
     prefix: str = enc.decode(tokens[:keep])
+    if getattr(enc, "_pat_str", None) != _CL100K_PATTERN:
+        return prefix, len(enc.encode_ordinary(prefix))
     start = max(0, keep - _TAIL_WINDOW)
     pieces: list[bytes] = enc.decode_tokens_bytes(tokens[start:keep])
     for i in range(len(pieces) - 1, 0, -1):
