@@ -1,6 +1,13 @@
-"""Throughput of one shared async client: bursts of 32 concurrent step calls, server answering after 200 ms.
+"""Throughput of one shared async client: 32 concurrent step calls, server answering after 200 ms.
 
-The ideal is 32 calls per 0.2 s = 160 calls/s. The server is the loopback
+The ideal is 32 calls per 0.2 s = 160 calls/s. Asserted first: sustained
+throughput, 32 calls always in flight (32 workers, each sending its next call
+as soon as the last one answered, started spread over one server delay as
+independent agents would be), counted over a window after a warm-up: at least
+0.9 of the ideal. Reported beside it: single bursts of 32 calls started at the
+same instant, whose sends all queue behind one another on the event loop (each
+costs ~1-2 ms of httpx CPU here), so a burst's figure measures that queue more
+than the client. The server is the loopback
 server run in its own process (its threads neither compete for this
 process's GIL nor count in its CPU time). The payload is an a11y_tree step
 built from the largest fixture (with the core's `prepare_step` when it is
@@ -50,6 +57,9 @@ IDEAL = CALLS / DELAY
 BURSTS = 7
 FLOOR_TARGET = 0.9
 CONCURRENCY_TARGET = 0.5
+SUSTAINED_TARGET = 0.9
+WARM_UP = 0.4
+WINDOW = 1.5
 
 
 def step_messages() -> tuple[Message, ...]:
@@ -100,7 +110,28 @@ async def burst(call: Call) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-async def measure(base_url: str, request: ModelRequest) -> dict[str, list[tuple[float, float]]]:
+async def sustained(call: Call) -> tuple[float, float]:
+    """(calls per second, CPU seconds per call) with CALLS calls always in flight, over WINDOW."""
+    finished: list[float] = []
+    start = time.perf_counter()
+    stop = start + WARM_UP + WINDOW
+
+    async def worker(index: int) -> None:
+        await asyncio.sleep(index * DELAY / CALLS)
+        while time.perf_counter() < stop:
+            await call()
+            finished.append(time.perf_counter())
+
+    cpu = time.process_time()
+    await asyncio.gather(*(worker(i) for i in range(CALLS)))
+    cpu = time.process_time() - cpu
+    counted = sum(start + WARM_UP <= t < stop for t in finished)
+    return counted / WINDOW, cpu / len(finished)
+
+
+async def measure(
+    base_url: str, request: ModelRequest
+) -> tuple[dict[str, list[tuple[float, float]]], tuple[float, float]]:
     """Interleaved bursts of the engine and of the two bare-httpx baselines, after a warm-up each."""
     url = f"{base_url}/v1/chat/completions"
     body = chat_body(request)
@@ -135,23 +166,26 @@ async def measure(base_url: str, request: ModelRequest) -> dict[str, list[tuple[
             results[name].append(await burst(calls[name]))
         if round_ < 2:
             results["httpx default pool"].append(await burst(calls["httpx default pool"]))
+    steady = await sustained(through_engine)
     await engine.aclose()
     await sharded.aclose()
     await stock.aclose()
-    return results
+    return results, steady
 
 
 @pytest.mark.benchmark_ratio
 def test_32_concurrent_calls_through_one_client(slow_server: str) -> None:
-    """One shared client runs 32 concurrent calls at >= 0.9 of bare httpx's throughput and >= 0.5 of ideal."""
+    """One shared client sustains >= 0.9 of the ideal 160 calls/s, and bursts match bare httpx."""
     messages = step_messages()
     request = ModelRequest(model="compat/bench", messages=messages)
-    results = asyncio.run(measure(slow_server, request))
+    results, (steady, steady_cpu) = asyncio.run(measure(slow_server, request))
     best = {name: min(runs) for name, runs in results.items()}  # the fastest burst, with its CPU
     throughput = {name: CALLS / wall for name, (wall, _) in best.items()}
     lines = [
+        f"sustained: {steady:.0f} calls/s = {steady / IDEAL:.2f} of ideal {IDEAL:.0f} "
+        f"(target >= {SUSTAINED_TARGET}); client CPU {steady_cpu * 1000:.2f} ms/call",
         f"payload {sum(len(m.text) for m in messages) / 1000:.1f} kB of text per call; "
-        f"sniffio importable: {importlib.util.find_spec('sniffio') is not None}"
+        f"sniffio importable: {importlib.util.find_spec('sniffio') is not None}",
     ]
     for name, (wall, cpu) in best.items():
         lines.append(
@@ -168,5 +202,6 @@ def test_32_concurrent_calls_through_one_client(slow_server: str) -> None:
     )
     report = "\n".join(lines)
     print("\n" + report)
+    assert steady / IDEAL >= SUSTAINED_TARGET, report
     assert vs_floor >= FLOOR_TARGET, report
     assert throughput["engine"] / IDEAL >= CONCURRENCY_TARGET, report
