@@ -1,0 +1,1 @@
+"""The osharm-core test suite."""

@@ -1,0 +1,1 @@
+"""Ratio benchmarks, measured in one run against the floor of the same work."""
