@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable
 
 import pytest
 from lxml import etree
@@ -18,39 +17,10 @@ from osharm_core import marks
 from osharm_core.accessibility import linearize_accessibility_tree, parse_accessibility_tree
 from osharm_core.marks import tag_screenshot
 from osharm_core.tokens import cl100k_encoding, trim_accessibility_tree
+from tests.benchmarks.timing import SLACK, interleaved_best, report
 from tests.conftest import OBSERVATIONS
 
 NAME = "chromium_inventory_table"
-REPEATS = 9
-# The targets (issue 2) with a little slack for a busy machine.
-SLACK = 1.1
-
-
-def interleaved_best(
-    *callables: Callable[[], object], settle: Callable[[], object] | None = None
-) -> list[float]:
-    """The best time of each callable, measured in turns so machine load hits all alike.
-
-    `settle`, when given, runs untimed before every timed call, so each call starts
-    from the same state whatever ran before it.
-    """
-    best = [float("inf")] * len(callables)
-    for _ in range(REPEATS):
-        for i, call in enumerate(callables):
-            if settle is not None:
-                settle()
-            start = time.perf_counter()
-            call()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
-
-
-def report(label: str, work: float, floor: float, target: float | None) -> float:
-    """Print one figure line and return the ratio."""
-    ratio = work / floor
-    goal = f" (target <= {target}x)" if target else ""
-    print(f"\n{label}: {work * 1e3:.1f} ms vs floor {floor * 1e3:.1f} ms = {ratio:.2f}x{goal}")
-    return ratio
 
 
 @pytest.mark.benchmark_ratio

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import time
-from collections.abc import Callable
 
 from lxml import etree
 
@@ -17,19 +15,11 @@ from osharm_core import (
     prepare_step,
 )
 from osharm_core.tokens import cl100k_encoding
+from tests.benchmarks.timing import SLACK, interleaved_best, report
 from tests.conftest import OBSERVATIONS
 
 NAME = "chromium_inventory_table"
 TARGET = 1.5
-
-
-def _best(fn: Callable[[], object], repeats: int = 7) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def test_prepare_step_against_parse_encode_base64() -> None:
@@ -56,10 +46,9 @@ def test_prepare_step_against_parse_encode_base64() -> None:
         prepare_step(config, state, "Find row 42", observation)
 
     step()
-    floor_s, step_s = _best(floor), _best(step)
-    ratio = step_s / floor_s
-    print(
-        f"\nprepare_step {step_s * 1e3:.1f} ms, floor {floor_s * 1e3:.1f} ms, ratio {ratio:.2f}x"
-        f" (target <= {TARGET}x)"
+    # Both start from the same allocator state: an untimed parse before each timed call.
+    work, floor_s = interleaved_best(step, floor, settle=lambda: etree.fromstring(raw, parser))
+    ratio = report(
+        "prepare_step (3 turns of history) vs parse + encode + base64", work, floor_s, TARGET
     )
-    assert ratio <= TARGET
+    assert ratio <= TARGET * SLACK
