@@ -47,6 +47,7 @@ from adapters.base import (
 from adapters.cua_actions import UnsupportedComputerAction, to_computer_13, to_pyautogui
 from adapters.openai_chat import chat_error
 from osharm_core import Continuation, ImagePart, Message, TextPart
+from osharm_core.observation import png_size as header_size
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 #: The environment variable `client_for` reads the key from.
@@ -55,7 +56,6 @@ API_KEY_ENV: Final = "OPENAI_API_KEY"
 DEFAULT_DISPLAY: Final = (1920, 1080)
 ACTION_SPACES: Final = ("pyautogui", "computer_13")
 _SPECIAL: Final = frozenset({"WAIT", "DONE", "FAIL"})
-_PNG: Final = b"\x89PNG\r\n\x1a\n"
 _STEP_PAUSE: Final = "time.sleep(0.5)"
 _WAIT_PAUSE: Final = "time.sleep(2)"
 
@@ -80,13 +80,9 @@ def png_size(data: str) -> tuple[int, int] | None:
     (1920, 1080)
     """
     try:
-        head = base64.b64decode(data[:32], validate=True)
+        return header_size(base64.b64decode(data[:32], validate=True))
     except (binascii.Error, ValueError):
         return None
-    if len(head) < 24 or not head.startswith(_PNG) or head[12:16] != b"IHDR":
-        return None
-    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-    return (width, height) if width > 0 and height > 0 else None
 
 
 def _input_part(part: TextPart | ImagePart) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from osharm_core.accessibility import (
 )
 from osharm_core.config import Platform
 from osharm_core.errors import ScreenshotError
+from osharm_core.observation import png_size
 from osharm_core.state import Mask
 
 __all__ = [
@@ -44,7 +45,6 @@ DEFAULT_MAX_PIXELS: Final = 8192 * 8192
 #: The first line of every element table.
 ELEMENT_TABLE_HEADER: Final = "index\ttag\tname\ttext"
 
-_PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
 # Drawing coordinates beyond the image by more than this are pulled in: what lands
 # on the image stays the same, and Pillow misdraws and crawls near 2**31.
 _DRAW_MARGIN: Final = 256
@@ -74,15 +74,7 @@ def _checked_header(data: object, max_pixels: int) -> bytes:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise ScreenshotError(f"screenshot must be PNG bytes, not {type(data).__name__}")
     data = bytes(data)
-    if not data.startswith(_PNG_SIGNATURE):
-        raise ScreenshotError(
-            f"screenshot is not a PNG: it starts with {data[:8]!r}, not the PNG signature"
-        )
-    if len(data) < 24 or data[12:16] != b"IHDR":
-        raise ScreenshotError("screenshot PNG is truncated or malformed: no IHDR header chunk")
-    width, height = struct.unpack(">II", data[16:24])
-    if width == 0 or height == 0:
-        raise ScreenshotError(f"screenshot PNG claims an empty image ({width} x {height})")
+    width, height = png_size(data)
     if width * height > max_pixels:
         raise ScreenshotError(
             f"screenshot PNG claims {width} x {height} = {width * height} pixels, "
