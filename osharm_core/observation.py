@@ -102,15 +102,20 @@ class Observation:
 
     @classmethod
     def from_dict(
-        cls, d: Mapping[str, Any], observation_type: ObservationType = "screenshot_a11y_tree"
+        cls, d: Mapping[str, Any], observation_type: ObservationType | None = None
     ) -> Observation:
         """Check and take what `observation_type` needs from an OSWorld observation dict.
 
-        Keys it does not need are ignored. A missing or malformed needed key
-        raises `ScreenshotError` or `AccessibilityTreeError` (both
+        Keys the type does not need are ignored. A missing or malformed needed
+        key raises `ScreenshotError` or `AccessibilityTreeError` (both
         `ObservationError`, a `ValueError`) naming the key and the type.
+        Without a type, whichever of the two keys is present (not None) is
+        checked and kept, and at least one must be.
+
+        >>> Observation.from_dict({"accessibility_tree": "<desktop-frame/>"}).accessibility_tree
+        '<desktop-frame/>'
         """
-        if observation_type not in OBSERVATION_TYPES:
+        if observation_type is not None and observation_type not in OBSERVATION_TYPES:
             raise ObservationError(
                 f"unknown observation type {observation_type!r}; expected one of "
                 f"{', '.join(OBSERVATION_TYPES)}"
@@ -120,13 +125,26 @@ class Observation:
                 f"an observation must be a mapping with keys 'screenshot' and/or "
                 f"'accessibility_tree'; got {type(d).__name__}"
             )
+        if observation_type is None:
+            if d.get("screenshot") is None and d.get("accessibility_tree") is None:
+                raise ObservationError(
+                    "an observation needs 'screenshot' (PNG bytes) or 'accessibility_tree' "
+                    "(XML text); this one has neither"
+                )
+            wants_screenshot = d.get("screenshot") is not None
+            wants_tree = d.get("accessibility_tree") is not None
+            kind = "any"
+        else:
+            wants_screenshot = observation_type in _NEEDS_SCREENSHOT
+            wants_tree = observation_type in _NEEDS_TREE
+            kind = observation_type
         screenshot = tree = None
-        if observation_type in _NEEDS_SCREENSHOT:
-            value = _required(d, "screenshot", observation_type, ScreenshotError)
-            screenshot = _screenshot(value, observation_type)
-        if observation_type in _NEEDS_TREE:
-            value = _required(d, "accessibility_tree", observation_type, AccessibilityTreeError)
-            tree = _tree(value, observation_type)
+        if wants_screenshot:
+            value = _required(d, "screenshot", kind, ScreenshotError)
+            screenshot = _screenshot(value, kind)
+        if wants_tree:
+            value = _required(d, "accessibility_tree", kind, AccessibilityTreeError)
+            tree = _tree(value, kind)
         return cls(screenshot=screenshot, accessibility_tree=tree)
 
     @property

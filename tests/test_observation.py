@@ -111,3 +111,15 @@ def test_repr_hides_payloads() -> None:
     """The repr shows sizes, not megabytes of bytes and XML."""
     text = repr(Observation(screenshot=PNG, accessibility_tree=XML))
     assert len(text) < 120
+
+
+def test_without_a_type_takes_what_is_there() -> None:
+    """With no observation type, the present keys are checked and kept; neither is an error."""
+    assert Observation.from_dict({"screenshot": PNG}).accessibility_tree is None
+    both = Observation.from_dict({"screenshot": PNG, "accessibility_tree": XML})
+    assert both.screenshot == PNG
+    assert both.accessibility_tree == XML
+    with pytest.raises(ObservationError, match="neither"):
+        Observation.from_dict({"terminal": "ls"})
+    with pytest.raises(ScreenshotError, match="not a PNG"):
+        Observation.from_dict({"screenshot": b"GIF89a" + b"\0" * 40, "accessibility_tree": XML})
