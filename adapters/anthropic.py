@@ -34,6 +34,7 @@ from adapters.base import (
     error_for_status,
     is_retryable_status,
     request_id_from,
+    token_count,
 )
 from osharm_core import ImagePart, Message, TextPart
 
@@ -146,11 +147,6 @@ def render_messages(messages: Iterable[Message]) -> tuple[str, list[dict[str, An
     return "\n".join(system), turns
 
 
-def _count(usage: object, field: str) -> int | None:
-    value = usage.get(field) if isinstance(usage, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     value = headers.get("retry-after")
     try:
@@ -218,8 +214,8 @@ class AnthropicProvider:
                 model=request.model,
             )
         usage = body.get("usage")
-        inp = _count(usage, "input_tokens")
-        out = _count(usage, "output_tokens")
+        inp = token_count(usage, "input_tokens")
+        out = token_count(usage, "output_tokens")
         total = inp + out if inp is not None and out is not None else None
         model = body.get("model")
         return ProviderReply(

@@ -317,3 +317,15 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         if len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
     return text
+
+
+def token_count(usage: object, field: str) -> int | None:
+    """The integer `usage[field]` of a decoded reply's usage object; `None` when absent or not an int.
+
+    >>> token_count({"input_tokens": 7, "cached": True}, "input_tokens")
+    7
+    >>> token_count({"cached": True}, "cached"), token_count(None, "input_tokens")
+    (None, None)
+    """
+    value = usage.get(field) if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -40,6 +40,7 @@ from adapters.base import (
     error_for_status,
     is_retryable_status,
     request_id_from,
+    token_count,
 )
 from osharm_core import ImagePart, Message, TextPart
 
@@ -87,11 +88,6 @@ def render_contents(messages: Iterable[Message]) -> tuple[str, list[dict[str, An
         else:
             contents.append({"role": role, "parts": parts})
     return "\n".join(system), contents
-
-
-def _count(usage: object, field: str) -> int | None:
-    value = usage.get(field) if isinstance(usage, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
@@ -204,15 +200,15 @@ class GeminiProvider:
                 model=request.model,
             )
         usage = body.get("usageMetadata")
-        candidates_tokens = _count(usage, "candidatesTokenCount")
-        thoughts = _count(usage, "thoughtsTokenCount") or 0
+        candidates_tokens = token_count(usage, "candidatesTokenCount")
+        thoughts = token_count(usage, "thoughtsTokenCount") or 0
         version = body.get("modelVersion")
         return ProviderReply(
             text="".join(texts),
             usage=Usage(
-                input_tokens=_count(usage, "promptTokenCount"),
+                input_tokens=token_count(usage, "promptTokenCount"),
                 output_tokens=None if candidates_tokens is None else candidates_tokens + thoughts,
-                total_tokens=_count(usage, "totalTokenCount"),
+                total_tokens=token_count(usage, "totalTokenCount"),
             ),
             model=version if isinstance(version, str) else request.model,
             raw=body,

@@ -25,6 +25,7 @@ from adapters.base import (
     Usage,
     error_for_status,
     request_id_from,
+    token_count,
 )
 from osharm_core import render_openai_chat
 
@@ -73,19 +74,13 @@ def _content_text(content: object) -> str | None:
     return None
 
 
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def chat_usage(body: Mapping[str, Any]) -> Usage:
     """Token counts from a Chat Completions reply's `usage` (missing ones are `None`)."""
     usage = body.get("usage")
-    if not isinstance(usage, dict):
-        return Usage()
     return Usage(
-        input_tokens=_count(usage.get("prompt_tokens")),
-        output_tokens=_count(usage.get("completion_tokens")),
-        total_tokens=_count(usage.get("total_tokens")),
+        input_tokens=token_count(usage, "prompt_tokens"),
+        output_tokens=token_count(usage, "completion_tokens"),
+        total_tokens=token_count(usage, "total_tokens"),
     )
 
 

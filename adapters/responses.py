@@ -43,6 +43,7 @@ from adapters.base import (
     ProviderReply,
     ResponseDecodeError,
     Usage,
+    token_count,
 )
 from adapters.cua_actions import UnsupportedComputerAction, to_computer_13, to_pyautogui
 from adapters.openai_chat import chat_error
@@ -250,11 +251,6 @@ def _signal(word: str, action_space: str) -> str:
     return _json_block(word) if action_space == "computer_13" else word
 
 
-def _count(usage: object, field: str) -> int | None:
-    value = usage.get(field) if isinstance(usage, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 @attrs.frozen(kw_only=True)
 class ResponsesProvider:
     """`computer-use-preview` over the Responses API. Pure: the engine in `adapters.client` does the I/O.
@@ -382,9 +378,9 @@ class ResponsesProvider:
         return ProviderReply(
             text=text,
             usage=Usage(
-                input_tokens=_count(usage, "input_tokens"),
-                output_tokens=_count(usage, "output_tokens"),
-                total_tokens=_count(usage, "total_tokens"),
+                input_tokens=token_count(usage, "input_tokens"),
+                output_tokens=token_count(usage, "output_tokens"),
+                total_tokens=token_count(usage, "total_tokens"),
             ),
             model=model if isinstance(model, str) else request.model,
             raw=body,
