@@ -33,7 +33,9 @@ from adapters.base import (
     Usage,
     error_for_status,
     is_retryable_status,
+    merged_turns,
     request_id_from,
+    split_system,
     token_count,
 )
 from osharm_core import ImagePart, Message, TextPart
@@ -128,23 +130,12 @@ def render_messages(messages: Iterable[Message]) -> tuple[str, list[dict[str, An
     ...                  Message("user", (TextPart(" "), TextPart("b")))])
     ('s', [{'role': 'user', 'content': [{'type': 'text', 'text': 'a'}, {'type': 'text', 'text': 'b'}]}])
     """
-    system: list[str] = []
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            system.append(message.text)
-            continue
-        blocks = [b for b in map(_block, message.parts) if b is not None]
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == message.role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": message.role, "content": blocks})
+    system, others = split_system(messages)
+    turns = merged_turns(others, _block, parts_key="content")
     if turns and turns[0]["role"] != "user":
         # The API wants the first turn from the user; say so rather than drop the history.
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
-    return "\n".join(system), turns
+    return system, turns
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -8,12 +8,12 @@ once for both the sync and the async path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from osharm_core import AgentConfig, Continuation, Message, OsharmError
+from osharm_core import AgentConfig, Continuation, ImagePart, Message, OsharmError, TextPart
 
 
 def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
@@ -329,3 +329,52 @@ def token_count(usage: object, field: str) -> int | None:
     """
     value = usage.get(field) if isinstance(usage, Mapping) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def split_system(messages: Iterable[Message]) -> tuple[str, list[Message]]:
+    """The system messages' text joined by newlines, and the other messages in order.
+
+    For wire formats that carry the system text in a field of its own.
+
+    >>> system, others = split_system([Message("system", (TextPart("s"),)), Message("user", ())])
+    >>> system, [m.role for m in others]
+    ('s', ['user'])
+    """
+    system: list[str] = []
+    others: list[Message] = []
+    for message in messages:
+        if message.role == "system":
+            system.append(message.text)
+        else:
+            others.append(message)
+    return "\n".join(system), others
+
+
+def merged_turns(
+    messages: Iterable[Message],
+    render: Callable[[TextPart | ImagePart], dict[str, Any] | None],
+    *,
+    parts_key: str,
+    role: Callable[[str], str] = str,
+) -> list[dict[str, Any]]:
+    """`{"role": role(m.role), parts_key: [rendered parts]}` turns that alternate roles.
+
+    Each part goes through `render` (`None` drops it); a message left with no
+    parts is dropped, and consecutive messages of one role are merged into one
+    turn. `role` maps a neutral role to the wire's (unchanged by default).
+
+    >>> merged_turns([Message("user", (TextPart("a"),)), Message("user", (TextPart("b"),))],
+    ...              lambda p: {"text": p.text}, parts_key="parts")
+    [{'role': 'user', 'parts': [{'text': 'a'}, {'text': 'b'}]}]
+    """
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        parts = [p for p in map(render, message.parts) if p is not None]
+        if not parts:
+            continue
+        name = role(message.role)
+        if turns and turns[-1]["role"] == name:
+            turns[-1][parts_key].extend(parts)
+        else:
+            turns.append({"role": name, parts_key: parts})
+    return turns

@@ -39,7 +39,9 @@ from adapters.base import (
     Usage,
     error_for_status,
     is_retryable_status,
+    merged_turns,
     request_id_from,
+    split_system,
     token_count,
 )
 from osharm_core import ImagePart, Message, TextPart
@@ -65,6 +67,10 @@ def _part(part: TextPart | ImagePart) -> dict[str, Any] | None:
     return {"inlineData": {"mimeType": media_type(part), "data": part.data}}
 
 
+def _role(role: str) -> str:
+    return "model" if role == "assistant" else "user"
+
+
 def render_contents(messages: Iterable[Message]) -> tuple[str, list[dict[str, Any]]]:
     """The system text and the `contents` list for `messages`.
 
@@ -73,21 +79,8 @@ def render_contents(messages: Iterable[Message]) -> tuple[str, list[dict[str, An
     ...                  Message("assistant", (TextPart("b"),))])
     ('s', [{'role': 'user', 'parts': [{'text': 'a'}]}, {'role': 'model', 'parts': [{'text': 'b'}]}])
     """
-    system: list[str] = []
-    contents: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            system.append(message.text)
-            continue
-        parts = [p for p in map(_part, message.parts) if p is not None]
-        if not parts:
-            continue
-        role = "model" if message.role == "assistant" else "user"
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
-    return "\n".join(system), contents
+    system, others = split_system(messages)
+    return system, merged_turns(others, _part, parts_key="parts", role=_role)
 
 
 def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:

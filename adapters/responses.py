@@ -43,6 +43,7 @@ from adapters.base import (
     ProviderReply,
     ResponseDecodeError,
     Usage,
+    split_system,
     token_count,
 )
 from adapters.cua_actions import UnsupportedComputerAction, to_computer_13, to_pyautogui
@@ -109,16 +110,8 @@ def render_input(messages: Iterable[Message]) -> tuple[str, list[dict[str, Any]]
     >>> render_input([Message("system", (TextPart("s"),)), Message("assistant", (TextPart("a"),))])
     ('s', [{'role': 'assistant', 'content': [{'type': 'output_text', 'text': 'a'}]}])
     """
-    system: list[str] = []
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            system.append(message.text)
-            continue
-        item = _input_message(message)
-        if item is not None:
-            items.append(item)
-    return "\n".join(system), items
+    system, others = split_system(messages)
+    return system, [item for item in map(_input_message, others) if item is not None]
 
 
 def _last_user(messages: Sequence[Message]) -> Message | None:
