@@ -23,6 +23,7 @@ import attrs
 
 from adapters.base import (
     ContextLengthError,
+    ErrorBody,
     HttpCall,
     ModelCallError,
     ModelRequest,
@@ -35,6 +36,7 @@ from adapters.base import (
     is_retryable_status,
     merged_turns,
     request_id_from,
+    retry_after_seconds,
     split_system,
     token_count,
 )
@@ -138,14 +140,6 @@ def render_messages(messages: Iterable[Message]) -> tuple[str, list[dict[str, An
     return system, turns
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 @attrs.frozen(kw_only=True)
 class AnthropicProvider:
     """Claude over the Messages API. Pure: the engine in `adapters.client` does the I/O.
@@ -220,30 +214,25 @@ class AnthropicProvider:
         self, status: int, headers: Mapping[str, str], body: Any, text: str
     ) -> ModelCallError:
         """The typed error for a non-2xx reply: overload and rate limits retry, a long prompt falls back."""
-        detail = body.get("error") if isinstance(body, Mapping) else None
-        detail = detail if isinstance(detail, Mapping) else {}
-        kind = detail.get("type") if isinstance(detail.get("type"), str) else ""
-        message = detail.get("message") if isinstance(detail.get("message"), str) else ""
-        message = message or text.strip()[:500] or f"HTTP {status} with an empty body"
-        described = f"{kind}: {message}" if kind else message
+        parsed = ErrorBody.read(body, status, text, label_field="type")
+        described = parsed.described
         body_id = body.get("request_id") if isinstance(body, Mapping) else None
         where: dict[str, Any] = {
             "provider": self.name,
             "request_id": request_id_from(headers)
             or (body_id if isinstance(body_id, str) else None),
         }
-        if status == 413 or (status == 400 and "prompt is too long" in message.lower()):
+        if status == 413 or (status == 400 and "prompt is too long" in parsed.message.lower()):
             return ContextLengthError(described, status=status, **where)
-        details = detail.get("details")
+        details = parsed.detail.get("details")
         if (
             isinstance(details, Mapping)
             and details.get("error_code") == "enforced_spend_limit_reached"
         ):
             return QuotaExceededError(described, status=status, **where)
-        if is_retryable_status(status) or kind in ("overloaded_error", "api_error"):
-            lowered = {k.lower(): v for k, v in headers.items()}
+        if is_retryable_status(status) or parsed.label in ("overloaded_error", "api_error"):
             return RetryableError(
-                described, retry_after=_retry_after(lowered), status=status, **where
+                described, retry_after=retry_after_seconds(headers), status=status, **where
             )
         return error_for_status(status, described, **where)
 

@@ -319,6 +319,70 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def fallback_message(status: int, text: str) -> str:
+    """What an error reply says when its body names no message: its text, or that it was empty.
+
+    >>> fallback_message(502, " <html>Bad Gateway</html> "), fallback_message(503, "")
+    ('<html>Bad Gateway</html>', 'HTTP 503 with an empty body')
+    """
+    return text.strip()[:500] or f"HTTP {status} with an empty body"
+
+
+@attrs.frozen
+class ErrorBody:
+    """The `{"error": {...}}` object of an error reply, read without trusting its shape.
+
+    `detail` is the error object (empty when there is none); `label` its type
+    or status word (`""` when absent); `message` its message, else the reply
+    text, else a note that the body was empty (see `fallback_message`).
+    """
+
+    detail: Mapping[str, Any]
+    label: str
+    message: str
+
+    @classmethod
+    def read(cls, body: Any, status: int, text: str, *, label_field: str) -> ErrorBody:
+        """The error object of the decoded `body`, its label taken from the field `label_field`.
+
+        >>> ErrorBody.read({"error": {"type": "api_error", "message": "oops"}}, 500, "",
+        ...                label_field="type").described
+        'api_error: oops'
+        >>> ErrorBody.read(None, 502, "Bad Gateway", label_field="type").described
+        'Bad Gateway'
+        """
+        detail = body.get("error") if isinstance(body, Mapping) else None
+        detail = detail if isinstance(detail, Mapping) else {}
+        label = detail.get(label_field)
+        message = detail.get("message")
+        return cls(
+            detail=detail,
+            label=label if isinstance(label, str) else "",
+            message=(message if isinstance(message, str) else "") or fallback_message(status, text),
+        )
+
+    @property
+    def described(self) -> str:
+        """`label: message`, or the message alone when there is no label."""
+        return f"{self.label}: {self.message}" if self.label else self.message
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """A `Retry-After` header (any name case) given in seconds; `None` when absent or not a number.
+
+    HTTP dates are left to the client, which reads them when a provider's
+    error carries no wait.
+
+    >>> retry_after_seconds({"Retry-After": "12"}), retry_after_seconds({"retry-after": "soon"})
+    (12.0, None)
+    """
+    value = {k.lower(): v for k, v in headers.items()}.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 def token_count(usage: object, field: str) -> int | None:
     """The integer `usage[field]` of a decoded reply's usage object; `None` when absent or not an int.
 

@@ -29,6 +29,7 @@ from adapters.anthropic import media_type
 from adapters.base import (
     AuthenticationError,
     ContextLengthError,
+    ErrorBody,
     HttpCall,
     ModelCallError,
     ModelRequest,
@@ -41,6 +42,7 @@ from adapters.base import (
     is_retryable_status,
     merged_turns,
     request_id_from,
+    retry_after_seconds,
     split_system,
     token_count,
 )
@@ -85,12 +87,9 @@ def render_contents(messages: Iterable[Message]) -> tuple[str, list[dict[str, An
 
 def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
     """Seconds to wait from a `Retry-After` header or a `google.rpc.RetryInfo` detail ("37s")."""
-    header = headers.get("retry-after")
-    if header is not None:
-        try:
-            return float(header)
-        except ValueError:
-            pass
+    seconds = retry_after_seconds(headers)
+    if seconds is not None:
+        return seconds
     for detail in details if isinstance(details, list) else ():
         delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
         match = _SECONDS.match(delay) if isinstance(delay, str) else None
@@ -214,20 +213,16 @@ class GeminiProvider:
         headers = {k.lower(): v for k, v in headers.items()}
         if isinstance(body, list) and body:  # some Google front ends wrap the error in a list
             body = body[0]
-        detail = body.get("error") if isinstance(body, Mapping) else None
-        detail = detail if isinstance(detail, Mapping) else {}
-        code = detail.get("status") if isinstance(detail.get("status"), str) else ""
-        message = detail.get("message") if isinstance(detail.get("message"), str) else ""
-        message = message or text.strip()[:500] or f"HTTP {status} with an empty body"
+        parsed = ErrorBody.read(body, status, text, label_field="status")
+        code, described = parsed.label, parsed.described
         where: dict[str, Any] = {
             "provider": self.name,
             "request_id": request_id_from(headers),
         }
-        described = f"{code}: {message}" if code else message
-        details = detail.get("details")
+        details = parsed.detail.get("details")
         if status in (401, 403) or code in _AUTH_CODES or _reasons(details) & _AUTH_REASONS:
             return AuthenticationError(described, status=status, **where)
-        if status == 400 and _TOO_LONG.search(message):
+        if status == 400 and _TOO_LONG.search(parsed.message):
             return ContextLengthError(described, status=status, **where)
         if status == 429 and _daily_quota(details):
             return QuotaExceededError(described, status=status, **where)

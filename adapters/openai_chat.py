@@ -24,6 +24,7 @@ from adapters.base import (
     ResponseDecodeError,
     Usage,
     error_for_status,
+    fallback_message,
     request_id_from,
     token_count,
 )
@@ -151,7 +152,7 @@ def chat_error(
     """
     message, kind, code = error_fields(body)
     if message is None:
-        message = text.strip()[:500] or f"HTTP {status} with an empty body"
+        message = fallback_message(status, text)
     rid = request_id_from(headers)
     if code == "context_length_exceeded" or any(w in message.lower() for w in _CONTEXT_WORDS):
         return ContextLengthError(message, provider=provider, status=status, request_id=rid)
