@@ -6,21 +6,20 @@ the deployment, not a `model` field, selects the model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 from urllib.parse import quote
 
 import attrs
 
-from adapters.base import HttpCall, ModelCallError, ModelRequest, ProviderReply
-from adapters.openai_chat import chat_body, chat_error, decode_chat
+from adapters.base import HttpCall, ModelRequest
+from adapters.openai_chat import ChatCompletionsReplies, chat_body
 
 #: The latest generally available data-plane inference API version when this was written.
 DEFAULT_AZURE_API_VERSION: Final = "2024-10-21"
 
 
 @attrs.frozen(kw_only=True)
-class AzureOpenAIProvider:
+class AzureOpenAIProvider(ChatCompletionsReplies):
     """Azure OpenAI chat completions for one deployment.
 
     `base_url` is the resource endpoint (`https://NAME.openai.azure.com`).
@@ -46,13 +45,3 @@ class AzureOpenAIProvider:
             headers={"content-type": "application/json", "api-key": self.api_key},
             json=chat_body(request, include_model=False),
         )
-
-    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
-        """The text of `choices[0]`, as for OpenAI."""
-        return decode_chat(self.name, request, body)
-
-    def error(
-        self, status: int, headers: Mapping[str, str], body: Any, text: str
-    ) -> ModelCallError:
-        """The typed error for an error reply, as for OpenAI."""
-        return chat_error(self.name, status, headers, body, text)

@@ -161,8 +161,29 @@ def chat_error(
     return error_for_status(status, message, provider=provider, request_id=rid)
 
 
+class ChatCompletionsReplies:
+    """`decode` and `error` for providers whose replies are Chat Completions replies.
+
+    Mixed into `OpenAIChatProvider` and `AzureOpenAIProvider`, which differ
+    only in how they address the request; `name` labels errors.
+    """
+
+    __slots__ = ()
+    name: str
+
+    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
+        """The text of `choices[0]`, the usage and the answering model (see `decode_chat`)."""
+        return decode_chat(self.name, request, body)
+
+    def error(
+        self, status: int, headers: Mapping[str, str], body: Any, text: str
+    ) -> ModelCallError:
+        """The typed error for an error reply (see `chat_error`)."""
+        return chat_error(self.name, status, headers, body, text)
+
+
 @attrs.frozen(kw_only=True)
-class OpenAIChatProvider:
+class OpenAIChatProvider(ChatCompletionsReplies):
     """OpenAI Chat Completions (`base_url` includes `/v1`); also any OpenAI-compatible server.
 
     `api_key` may be `None` for local servers that take none (no
@@ -184,13 +205,3 @@ class OpenAIChatProvider:
             headers=headers,
             json=chat_body(request),
         )
-
-    def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
-        """The text of `choices[0]`, the usage and the answering model."""
-        return decode_chat(self.name, request, body)
-
-    def error(
-        self, status: int, headers: Mapping[str, str], body: Any, text: str
-    ) -> ModelCallError:
-        """The typed error for an error reply (see `chat_error`)."""
-        return chat_error(self.name, status, headers, body, text)
