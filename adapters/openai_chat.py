@@ -31,6 +31,8 @@ from adapters.base import (
 from osharm_core import render_openai_chat
 
 DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
+#: The environment variable `client_for` reads the key from.
+API_KEY_ENV: Final = "OPENAI_API_KEY"
 
 _O_SERIES = re.compile(r"o\d")
 _CONTEXT_WORDS = ("maximum context length", "context length", "context window", "too many tokens")

@@ -23,7 +23,7 @@ from typing import Final
 import attrs
 import httpx
 
-from adapters import anthropic, gemini
+from adapters import anthropic, gemini, openai_chat
 from adapters.anthropic import AnthropicProvider
 from adapters.azure import DEFAULT_AZURE_API_VERSION, AzureOpenAIProvider
 from adapters.base import ConfigurationError, ModelClient, Provider
@@ -200,7 +200,7 @@ def _named_model(options: ClientOptions) -> str:
 
 def _openai(options: ClientOptions) -> ModelClient:
     model = _named_model(options)
-    key = require_key(options.api_key, ("OPENAI_API_KEY",), provider="OpenAI")
+    key = require_key(options.api_key, (openai_chat.API_KEY_ENV,), provider="OpenAI")
     base = require_url(
         options.base_url, ("OPENAI_BASE_URL",), what="OpenAI", default=DEFAULT_OPENAI_BASE_URL
     )
@@ -226,7 +226,7 @@ def _azure(options: ClientOptions) -> ModelClient:
 
 def _anthropic(options: ClientOptions) -> ModelClient:
     _named_model(options)
-    key = require_key(options.api_key, ("ANTHROPIC_API_KEY",), provider="Anthropic")
+    key = require_key(options.api_key, (anthropic.API_KEY_ENV,), provider="Anthropic")
     base = require_url(
         options.base_url,
         ("ANTHROPIC_BASE_URL",),
@@ -238,7 +238,7 @@ def _anthropic(options: ClientOptions) -> ModelClient:
 
 def _gemini(options: ClientOptions) -> ModelClient:
     _named_model(options)
-    key = require_key(options.api_key, ("GEMINI_API_KEY", "GENAI_API_KEY"), provider="Gemini")
+    key = require_key(options.api_key, gemini.API_KEY_ENVS, provider="Gemini")
     base = require_url(options.base_url, (), what="Gemini", default=gemini.DEFAULT_BASE_URL)
     return options.http_client_for(GeminiProvider(api_key=key, base_url=base))
 

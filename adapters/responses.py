@@ -47,13 +47,12 @@ from adapters.base import (
     token_count,
 )
 from adapters.cua_actions import UnsupportedComputerAction, to_computer_13, to_pyautogui
-from adapters.openai_chat import chat_error
+from adapters.openai_chat import API_KEY_ENV, DEFAULT_OPENAI_BASE_URL, chat_error
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from osharm_core.observation import png_size as header_size
 
-DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
-#: The environment variable `client_for` reads the key from.
-API_KEY_ENV: Final = "OPENAI_API_KEY"
+#: OpenAI's API root; the key comes from the same variable as for chat (`API_KEY_ENV`).
+DEFAULT_BASE_URL: Final = DEFAULT_OPENAI_BASE_URL
 #: The screen of an OSWorld virtual machine, used when no PNG screenshot gives the size.
 DEFAULT_DISPLAY: Final = (1920, 1080)
 ACTION_SPACES: Final = ("pyautogui", "computer_13")
