@@ -353,33 +353,28 @@ class HttpModelClient:
 
     # -- helpers ------------------------------------------------------------
 
+    def _request(
+        self, client: httpx.Client | httpx.AsyncClient, pending: PendingCall
+    ) -> httpx.Request:
+        """The httpx request for `pending`, with this client's timeout."""
+        call = pending.call
+        return client.build_request(
+            call.method, call.url, headers=dict(call.headers), json=call.json, timeout=self.timeout
+        )
+
     def _send(
         self, client: httpx.Client, pending: PendingCall
     ) -> httpx.Response | httpx.RequestError:
-        call = pending.call
         try:
-            return client.request(
-                call.method,
-                call.url,
-                headers=dict(call.headers),
-                json=call.json,
-                timeout=self.timeout,
-            )
+            return client.send(self._request(client, pending))
         except httpx.RequestError as exc:
             return exc
 
     async def _asend(
         self, client: httpx.AsyncClient, pending: PendingCall
     ) -> httpx.Response | httpx.RequestError:
-        call = pending.call
         try:
-            return await client.request(
-                call.method,
-                call.url,
-                headers=dict(call.headers),
-                json=call.json,
-                timeout=self.timeout,
-            )
+            return await client.send(self._request(client, pending))
         except httpx.RequestError as exc:
             return exc
 
