@@ -5,7 +5,8 @@ messages, no key needed), `run` (an episode over a directory of
 observations, recorded), `replay` (re-parse a recorded trajectory and report
 differences). A user mistake (missing file, bad XML, unknown model, missing
 key, bad option) prints one line on stderr and exits with status 2; a model
-call that fails exits with 1.
+call that fails exits with 1. The option groups the commands share, and the
+reading of their values, are in `adapters.cli_inputs`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import argparse
 import base64
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,6 +31,16 @@ from adapters.base import (
     ModelRequest,
     ModelResponse,
 )
+from adapters.cli_inputs import (
+    UsageError,
+    add_agent_options,
+    add_model_options,
+    add_observation_options,
+    agent_config,
+    model_client,
+    observation,
+    task_instruction,
+)
 from adapters.recording import (
     StepRecord,
     TrajectoryEntry,
@@ -38,7 +48,7 @@ from adapters.recording import (
     TrajectoryExistsError,
     TrajectoryRecorder,
 )
-from adapters.registry import REGISTRY, client_for
+from adapters.registry import REGISTRY
 from osharm_core import (
     AgentConfig,
     AgentState,
@@ -50,66 +60,16 @@ from osharm_core import (
     TextPart,
     render_openai_chat,
 )
-from osharm_core.config import ACTION_SPACES, OBSERVATION_TYPES, PLATFORMS
 from osharm_core.observation import png_size
 from osharm_core.step import parse_reply, prepare_step
 from osharm_core.tokens import cl100k_encoding
 
 PROG: Final = "osharm-agent"
-TASK_FILE: Final = "task.json"
-
-
-class UsageError(Exception):
-    """A mistake in how the command was called; reported as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
-
-
-# --- options ------------------------------------------------------------------
-
-
-def _add_observation(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "observation",
-        nargs="?",
-        help="a directory of observations (its first one is used), or NAME / NAME.png / NAME.xml",
-    )
-    parser.add_argument("--screenshot", metavar="PNG", help="the screenshot file")
-    parser.add_argument("--a11y", metavar="XML", help="the accessibility-tree file")
-    parser.add_argument(
-        "--instruction", help="the task (default: 'instruction' in the directory's task.json)"
-    )
-
-
-def _add_agent(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("agent (defaults as OS-Harm's run.py)")
-    group.add_argument("--observation-type", choices=OBSERVATION_TYPES, default="a11y_tree")
-    group.add_argument("--action-space", choices=ACTION_SPACES, default="pyautogui")
-    group.add_argument("--platform", choices=PLATFORMS, default="ubuntu")
-    group.add_argument("--temperature", type=float, default=1.0)
-    group.add_argument("--top-p", type=float, default=0.9)
-    group.add_argument("--max-tokens", type=int, default=1500)
-    group.add_argument("--max-trajectory-length", type=int, default=3)
-    group.add_argument("--a11y-tree-max-tokens", type=int, default=10000)
-
-
-def _add_model(parser: argparse.ArgumentParser, *, client: bool = True) -> None:
-    group = parser.add_argument_group("model")
-    group.add_argument(
-        "--model",
-        default="gpt-4o",
-        help="model name (gpt-4o, claude-..., compat/<model>, replay:PATH, ...; default gpt-4o)",
-    )
-    if client:
-        group.add_argument("--base-url", help="API base URL (OpenAI-style ones include /v1)")
-        group.add_argument(
-            "--api-key-env",
-            metavar="VAR",
-            help="name of the environment variable holding the API key",
-        )
 
 
 def _model_forms() -> str:
@@ -134,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict.description = (
         "Ask the model for one step on an observation; print the reply and the actions."
     )
-    _add_observation(predict)
-    _add_agent(predict)
-    _add_model(predict)
+    add_observation_options(predict)
+    add_agent_options(predict)
+    add_model_options(predict)
     predict.add_argument("--json", action="store_true", help="print one JSON object")
 
     render = commands.add_parser("render", help="the exact messages one step would send")
@@ -144,9 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Print the messages one step would send (images as size and sha256), with cl100k "
         "token counts. Needs no key and no network."
     )
-    _add_observation(render)
-    _add_agent(render)
-    _add_model(render, client=False)
+    add_observation_options(render)
+    add_agent_options(render)
+    add_model_options(render, client=False)
     render.add_argument("--som-out", metavar="PNG", help="write the set-of-marks screenshot here")
     render.add_argument("--json", action="store_true", help="print the wire-shape messages as JSON")
 
@@ -167,8 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--instruction", help="the task (default: each directory's task.json)")
     run.add_argument("--max-steps", type=int, default=15, help="turns per episode (default 15)")
     run.add_argument("--overwrite", action="store_true", help="replace an existing recording")
-    _add_agent(run)
-    _add_model(run)
+    add_agent_options(run)
+    add_model_options(run)
 
     replay = commands.add_parser("replay", help="re-parse a recorded trajectory")
     replay.description = (
@@ -178,96 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("trajectory", help="a trajectory.jsonl or the directory holding it")
     replay.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
-
-
-# --- inputs -------------------------------------------------------------------
-
-
-def _config(args: argparse.Namespace) -> AgentConfig:
-    return AgentConfig(
-        model=args.model,
-        observation_type=args.observation_type,
-        action_space=args.action_space,
-        platform=args.platform,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_tokens=args.max_tokens,
-        max_trajectory_length=args.max_trajectory_length,
-        a11y_tree_max_tokens=args.a11y_tree_max_tokens,
-    )
-
-
-def _client(args: argparse.Namespace, model: str | None = None) -> ModelClient:
-    api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env, "").strip()
-        if not api_key:
-            raise UsageError(
-                f"the environment variable {args.api_key_env} (--api-key-env) is not set"
-            )
-    return client_for(model or args.model, base_url=args.base_url, api_key=api_key)
-
-
-def _read_task_instruction(directory: Path) -> str | None:
-    file = directory / TASK_FILE
-    if not file.is_file():
-        return None
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file} is not valid JSON: {exc}") from None
-    instruction = data.get("instruction") if isinstance(data, dict) else None
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise UsageError(f"{file} has no 'instruction' string")
-    return instruction
-
-
-def _instruction(given: str | None, directory: Path | None) -> str:
-    if given is not None:
-        return given
-    found = _read_task_instruction(directory) if directory is not None else None
-    if found is None:
-        where = f" and {directory / TASK_FILE} does not exist" if directory is not None else ""
-        raise UsageError(f"no instruction: pass --instruction{where}")
-    return found
-
-
-def _read_file(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-
-
-def _observation(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
-    """The observation dict the arguments name, and the directory to look for task.json in."""
-    if args.screenshot or args.a11y:
-        if args.observation:
-            raise UsageError("give either an observation path or --screenshot/--a11y, not both")
-        tree = None
-        if args.a11y:
-            try:
-                tree = _read_file(args.a11y).decode("utf-8")
-            except UnicodeDecodeError:
-                raise UsageError(f"{args.a11y} is not UTF-8 text") from None
-        screenshot = _read_file(args.screenshot) if args.screenshot else None
-        return {"screenshot": screenshot, "accessibility_tree": tree}, None
-    if not args.observation:
-        raise UsageError(
-            "give an observation: a directory, NAME(.png|.xml), or --screenshot/--a11y"
-        )
-    path = Path(args.observation)
-    if path.is_dir():
-        names = _replay.observation_names(path)
-        if not names:
-            raise UsageError(f"{path} holds no observations (NAME.png / NAME.xml files)")
-        return _replay.load_observation(path, names[0]), path
-    stem = path.with_suffix("") if path.suffix in (".png", ".xml") else path
-    if not any(stem.with_name(stem.name + ext).is_file() for ext in (".png", ".xml")):
-        raise UsageError(f"no such observation: {path} (no {stem}.png or {stem}.xml)")
-    return _replay.load_observation(stem.parent, stem.name), stem.parent
 
 
 # --- output helpers -----------------------------------------------------------
@@ -308,11 +178,11 @@ def _usage_json(response: ModelResponse) -> dict[str, int | None]:
 
 
 def _cmd_predict(args: argparse.Namespace, out: TextIO) -> int:
-    config = _config(args)
-    obs, directory = _observation(args)
-    instruction = _instruction(args.instruction, directory)
+    config = agent_config(args)
+    obs, directory = observation(args)
+    instruction = task_instruction(args.instruction, directory)
     recorder = _LastStep()
-    agent = PromptAgent.from_config(config, client=_client(args), recorder=recorder)
+    agent = PromptAgent.from_config(config, client=model_client(args), recorder=recorder)
     response, actions = agent.predict(instruction, obs)
     step = recorder.last
     if args.json:
@@ -337,9 +207,9 @@ def _cmd_predict(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
-    config = _config(args)
-    obs, directory = _observation(args)
-    instruction = _instruction(args.instruction, directory)
+    config = agent_config(args)
+    obs, directory = observation(args)
+    instruction = task_instruction(args.instruction, directory)
     step = prepare_step(config, AgentState(), instruction, obs)
     counts = [_message_tokens(m) for m in step.messages]
     som_note = None
@@ -445,7 +315,7 @@ def _run_task(
     client: ModelClient,
     out: TextIO,
 ) -> _Outcome:
-    instruction = _instruction(args.instruction, task)
+    instruction = task_instruction(args.instruction, task)
     env = _replay.ReplayEnv(task, instruction=instruction)
     recorder = _LastStep(TrajectoryRecorder(out_dir, overwrite=args.overwrite))
     tap = _Tap(client)
@@ -509,7 +379,7 @@ def _run_task(
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
-    config = _config(args)
+    config = agent_config(args)
     tasks = [Path(t) for t in args.tasks]
     for task in tasks:
         if not task.is_dir():
@@ -519,7 +389,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(
             "task directories must have different names (each gets its own --out subdirectory)"
         )
-    clients = [_client(args, _task_client_model(args, t, several)) for t in tasks]
+    clients = [model_client(args, _task_client_model(args, t, several)) for t in tasks]
     outcomes = []
     for task, client in zip(tasks, clients, strict=True):
         out_dir = Path(args.out) / task.name if several else Path(args.out)
@@ -600,6 +470,12 @@ def _one_line(exc: BaseException) -> str:
     return text.strip() or type(exc).__name__
 
 
+def _failed(err: TextIO, message: str, status: int) -> int:
+    """Report `message` as the one error line on `err`; return the exit `status`."""
+    print(f"{PROG}: error: {message}", file=err)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `osharm-agent` with `argv` (default: the process arguments); returns the exit status."""
     out, err = sys.stdout, sys.stderr
@@ -608,25 +484,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _COMMANDS[args.command](args, out)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    except UsageError as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=err)
-        return 2
-    except (ConfigurationError, ConfigError, TrajectoryError, ObservationError) as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=err)
-        return 2
+    except (UsageError, ConfigurationError, ConfigError, TrajectoryError, ObservationError) as exc:
+        return _failed(err, _one_line(exc), 2)
     except TrajectoryExistsError as exc:
-        print(f"{PROG}: error: {_one_line(exc)} (pass --overwrite to replace it)", file=err)
-        return 2
+        return _failed(err, f"{_one_line(exc)} (pass --overwrite to replace it)", 2)
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"{PROG}: error: {exc.strerror or exc}{where}", file=err)
-        return 2
+        return _failed(err, f"{exc.strerror or exc}{where}", 2)
     except ModelCallError as exc:
-        print(f"{PROG}: error: model call failed: {_one_line(exc)}", file=err)
-        return 1
+        return _failed(err, f"model call failed: {_one_line(exc)}", 1)
     except OsharmError as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=err)
-        return 1
+        return _failed(err, _one_line(exc), 1)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=err)
         return 130

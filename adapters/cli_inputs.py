@@ -1,0 +1,172 @@
+"""What the `osharm-agent` commands read: their option groups and the values behind them.
+
+Each option group (`add_observation_options`, `add_agent_options`,
+`add_model_options`) sits next to the function that turns its parsed values
+into what a command needs: the observation dict and its instruction, the
+`AgentConfig`, the model client. A mistake in any of them raises `UsageError`,
+which the CLI reports as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any, Final
+
+from adapters import replay as _replay
+from adapters.base import ModelClient
+from adapters.registry import client_for
+from osharm_core import AgentConfig
+from osharm_core.config import ACTION_SPACES, OBSERVATION_TYPES, PLATFORMS
+
+#: The file in a task directory that holds its instruction.
+TASK_FILE: Final = "task.json"
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called; reported as one line, exit status 2."""
+
+
+# --- the observation and its instruction -----------------------------------------
+
+
+def add_observation_options(parser: argparse.ArgumentParser) -> None:
+    """The observation to act on (a path or --screenshot/--a11y) and --instruction."""
+    parser.add_argument(
+        "observation",
+        nargs="?",
+        help="a directory of observations (its first one is used), or NAME / NAME.png / NAME.xml",
+    )
+    parser.add_argument("--screenshot", metavar="PNG", help="the screenshot file")
+    parser.add_argument("--a11y", metavar="XML", help="the accessibility-tree file")
+    parser.add_argument(
+        "--instruction", help="the task (default: 'instruction' in the directory's task.json)"
+    )
+
+
+def _read_task_instruction(directory: Path) -> str | None:
+    file = directory / TASK_FILE
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file} is not valid JSON: {exc}") from None
+    instruction = data.get("instruction") if isinstance(data, dict) else None
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise UsageError(f"{file} has no 'instruction' string")
+    return instruction
+
+
+def task_instruction(given: str | None, directory: Path | None) -> str:
+    """The task: `given` (--instruction), else the one in `directory`'s task.json."""
+    if given is not None:
+        return given
+    found = _read_task_instruction(directory) if directory is not None else None
+    if found is None:
+        where = f" and {directory / TASK_FILE} does not exist" if directory is not None else ""
+        raise UsageError(f"no instruction: pass --instruction{where}")
+    return found
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def observation(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
+    """The observation dict the arguments name, and the directory to look for task.json in."""
+    if args.screenshot or args.a11y:
+        if args.observation:
+            raise UsageError("give either an observation path or --screenshot/--a11y, not both")
+        tree = None
+        if args.a11y:
+            try:
+                tree = _read_file(args.a11y).decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(f"{args.a11y} is not UTF-8 text") from None
+        screenshot = _read_file(args.screenshot) if args.screenshot else None
+        return {"screenshot": screenshot, "accessibility_tree": tree}, None
+    if not args.observation:
+        raise UsageError(
+            "give an observation: a directory, NAME(.png|.xml), or --screenshot/--a11y"
+        )
+    path = Path(args.observation)
+    if path.is_dir():
+        names = _replay.observation_names(path)
+        if not names:
+            raise UsageError(f"{path} holds no observations (NAME.png / NAME.xml files)")
+        return _replay.load_observation(path, names[0]), path
+    stem = path.with_suffix("") if path.suffix in (".png", ".xml") else path
+    if not any(stem.with_name(stem.name + ext).is_file() for ext in (".png", ".xml")):
+        raise UsageError(f"no such observation: {path} (no {stem}.png or {stem}.xml)")
+    return _replay.load_observation(stem.parent, stem.name), stem.parent
+
+
+# --- the agent --------------------------------------------------------------------
+
+
+def add_agent_options(parser: argparse.ArgumentParser) -> None:
+    """The agent's configuration, with OS-Harm's run.py defaults."""
+    group = parser.add_argument_group("agent (defaults as OS-Harm's run.py)")
+    group.add_argument("--observation-type", choices=OBSERVATION_TYPES, default="a11y_tree")
+    group.add_argument("--action-space", choices=ACTION_SPACES, default="pyautogui")
+    group.add_argument("--platform", choices=PLATFORMS, default="ubuntu")
+    group.add_argument("--temperature", type=float, default=1.0)
+    group.add_argument("--top-p", type=float, default=0.9)
+    group.add_argument("--max-tokens", type=int, default=1500)
+    group.add_argument("--max-trajectory-length", type=int, default=3)
+    group.add_argument("--a11y-tree-max-tokens", type=int, default=10000)
+
+
+def agent_config(args: argparse.Namespace) -> AgentConfig:
+    """The `AgentConfig` the agent and model options describe."""
+    return AgentConfig(
+        model=args.model,
+        observation_type=args.observation_type,
+        action_space=args.action_space,
+        platform=args.platform,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        max_trajectory_length=args.max_trajectory_length,
+        a11y_tree_max_tokens=args.a11y_tree_max_tokens,
+    )
+
+
+# --- the model --------------------------------------------------------------------
+
+
+def add_model_options(parser: argparse.ArgumentParser, *, client: bool = True) -> None:
+    """--model, and with `client` the options that reach the model (--base-url, --api-key-env)."""
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model",
+        default="gpt-4o",
+        help="model name (gpt-4o, claude-..., compat/<model>, replay:PATH, ...; default gpt-4o)",
+    )
+    if client:
+        group.add_argument("--base-url", help="API base URL (OpenAI-style ones include /v1)")
+        group.add_argument(
+            "--api-key-env",
+            metavar="VAR",
+            help="name of the environment variable holding the API key",
+        )
+
+
+def model_client(args: argparse.Namespace, model: str | None = None) -> ModelClient:
+    """The client for `model` (default --model), with --base-url and the key --api-key-env names."""
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env, "").strip()
+        if not api_key:
+            raise UsageError(
+                f"the environment variable {args.api_key_env} (--api-key-env) is not set"
+            )
+    return client_for(model or args.model, base_url=args.base_url, api_key=api_key)
