@@ -1,12 +1,15 @@
-"""Fixtures for the adapter tests: the loopback server, instant retries, anyio on asyncio."""
+"""Fixtures for the adapter tests: the loopback server, instant retries, anyio on asyncio, a screenshot."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import stamina
 
+from osharm_core import ImagePart
 from tests.adapters.loopback import LoopbackServer
 
 #: A key that must never show up in errors, reprs or logs.
@@ -41,3 +44,10 @@ def instant_retries() -> Iterator[None]:
     """Retries without waiting; each client's own attempt limit still applies."""
     with stamina.set_testing(True, attempts=1000, cap=True):
         yield
+
+
+@pytest.fixture(scope="session")
+def screenshot(observations_dir: Path) -> ImagePart:
+    """A real 1920x1080 desktop screenshot, base64 as the core hands it over."""
+    data = (observations_dir / "thunar_context_menu.png").read_bytes()
+    return ImagePart(base64.b64encode(data).decode())

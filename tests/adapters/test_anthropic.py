@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import itertools
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,13 +36,6 @@ DOCUMENTED_REPLY: dict[str, Any] = {
     "type": "message",
     "usage": {"input_tokens": 2095, "output_tokens": 503},
 }
-
-
-@pytest.fixture(scope="module")
-def screenshot(observations_dir: Path) -> ImagePart:
-    """A real desktop screenshot as the core hands it over (base64 PNG)."""
-    data = (observations_dir / "xfce4_terminal_shell.png").read_bytes()
-    return ImagePart(base64.b64encode(data).decode())
 
 
 def _request(

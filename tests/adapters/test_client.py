@@ -6,7 +6,6 @@ async shell; the real-server versions are in `test_loopback_openai.py`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import pickle
@@ -28,7 +27,6 @@ from adapters.base import (
     HttpCall,
     ModelCallError,
     ModelRequest,
-    ModelResponse,
     ProviderReply,
     ResponseDecodeError,
     RetryableError,
@@ -47,6 +45,7 @@ from adapters.openai_chat import OpenAIChatProvider
 from adapters.retry import RetryPolicy
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
+from tests.adapters.helpers import MODES, call
 from tests.adapters.loopback import chat_completion
 
 SYSTEM = Message("system", (TextPart("system prompt"),))
@@ -59,7 +58,6 @@ HISTORY = (
     Message("user", (TextPart("latest look"), ImagePart("BBBB"))),
 )
 REQUEST = ModelRequest(model="gpt-4o", messages=HISTORY)
-MODES = ["sync", "async"]
 
 Outcome = Callable[[httpx.Request], httpx.Response]
 
@@ -118,13 +116,6 @@ def client_for_script(
     if mode == "sync":
         return HttpModelClient(provider, http_client=httpx.Client(transport=transport), **kw)
     return HttpModelClient(provider, async_http_client=httpx.AsyncClient(transport=transport), **kw)
-
-
-def run(client: HttpModelClient, request: ModelRequest, mode: str) -> ModelResponse:
-    """Call through the sync or the async shell."""
-    if mode == "sync":
-        return client.complete(request)
-    return asyncio.run(client.acomplete(request))
 
 
 @pytest.fixture(autouse=True)
@@ -309,7 +300,7 @@ def test_transport_errors_are_classified(exc: httpx.RequestError, retryable: boo
 def test_retried_failures_end_in_the_reply(mode: str, outcomes: list[Outcome], tries: int) -> None:
     """Each retryable failure is tried again; the reply comes back with the number of tries."""
     script = Script(*outcomes)
-    response = run(client_for_script(script, mode), REQUEST, mode)
+    response = call(client_for_script(script, mode), REQUEST, mode)
     assert (response.text, response.tries, response.context_fallback) == ("the reply", tries, False)
     assert len(script.seen) == tries
 
@@ -333,7 +324,7 @@ def test_other_failures_raise_at_once(mode: str, outcome: Outcome, expected: typ
     """Errors that are not retried raise after one try, typed, with status and request id."""
     script = Script(outcome)
     with pytest.raises(expected) as caught:
-        run(client_for_script(script, mode), REQUEST, mode)
+        call(client_for_script(script, mode), REQUEST, mode)
     assert (caught.value.tries, caught.value.retryable) == (1, False)
     assert len(script.seen) == 1
 
@@ -342,7 +333,7 @@ def test_other_failures_raise_at_once(mode: str, outcome: Outcome, expected: typ
 def test_error_carries_status_message_and_request_id(mode: str) -> None:
     """The raised error names the provider, the HTTP status, the provider's message and the request id."""
     with pytest.raises(AuthenticationError) as caught:
-        run(client_for_script(Script(status(401, "Incorrect API key")), mode), REQUEST, mode)
+        call(client_for_script(Script(status(401, "Incorrect API key")), mode), REQUEST, mode)
     error = caught.value
     assert (error.provider, error.status, error.message, error.request_id) == (
         "openai",
@@ -360,7 +351,7 @@ def test_bad_request_not_retried_when_switched_off(mode: str) -> None:
         Script(status(400, "bad")), mode, retry=RetryPolicy(retry_bad_request=False)
     )
     with pytest.raises(BadRequestError):
-        run(client, REQUEST, mode)
+        call(client, REQUEST, mode)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -368,7 +359,7 @@ def test_retries_stop_after_the_policy_attempts(mode: str) -> None:
     """A server that keeps failing gets exactly `attempts` tries, then the last error is raised."""
     script = Script(*[status(503, "busy")] * 3)
     with pytest.raises(RetryableError) as caught:
-        run(client_for_script(script, mode, retry=RetryPolicy(attempts=3)), REQUEST, mode)
+        call(client_for_script(script, mode, retry=RetryPolicy(attempts=3)), REQUEST, mode)
     assert (caught.value.tries, caught.value.status) == (3, 503)
 
 
@@ -379,7 +370,7 @@ def test_context_fallback_uses_system_and_latest_user(
     """A context-length error is retried once with the system and latest user message; the response and the log say so."""
     script = Script(context_error(), ok("short answer"))
     with caplog.at_level(logging.WARNING, logger="adapters.client"):
-        response = run(client_for_script(script, mode), REQUEST, mode)
+        response = call(client_for_script(script, mode), REQUEST, mode)
     assert any("retrying once" in r.getMessage() for r in caplog.records)
     assert (response.text, response.tries, response.context_fallback) == ("short answer", 2, True)
     first, second = script.bodies()
@@ -392,7 +383,7 @@ def test_context_fallback_uses_system_and_latest_user(
 def test_context_fallback_that_fails_raises_the_typed_error(mode: str) -> None:
     """When the shortened request is too long as well, the ContextLengthError propagates."""
     with pytest.raises(ContextLengthError) as caught:
-        run(client_for_script(Script(context_error(), context_error()), mode), REQUEST, mode)
+        call(client_for_script(Script(context_error(), context_error()), mode), REQUEST, mode)
     assert caught.value.tries == 2
 
 
@@ -401,7 +392,7 @@ def test_context_error_with_nothing_to_drop_raises_at_once(mode: str) -> None:
     """An already minimal request is not sent again."""
     request = ModelRequest(model="gpt-4o", messages=(SYSTEM, HISTORY[-1]))
     with pytest.raises(ContextLengthError) as caught:
-        run(client_for_script(Script(context_error()), mode), request, mode)
+        call(client_for_script(Script(context_error()), mode), request, mode)
     assert caught.value.tries == 1
 
 
@@ -409,7 +400,7 @@ def test_context_error_with_nothing_to_drop_raises_at_once(mode: str) -> None:
 def test_tries_count_every_attempt_across_the_fallback(mode: str) -> None:
     """Retries before and after the fallback all count towards `tries`."""
     script = Script(status(429), context_error(), status(503), ok())
-    response = run(client_for_script(script, mode), REQUEST, mode)
+    response = call(client_for_script(script, mode), REQUEST, mode)
     assert (response.tries, response.context_fallback) == (4, True)
 
 
@@ -417,9 +408,9 @@ def test_tries_count_every_attempt_across_the_fallback(mode: str) -> None:
 def test_every_request_carries_the_timeouts(mode: str) -> None:
     """Each request carries the client's timeouts (connect 10 s, read 120 s by default)."""
     script = Script(ok(), ok())
-    run(client_for_script(script, mode), REQUEST, mode)
+    call(client_for_script(script, mode), REQUEST, mode)
     custom = httpx.Timeout(3.0, connect=1.0)
-    run(client_for_script(script, mode, timeout=custom), REQUEST, mode)
+    call(client_for_script(script, mode, timeout=custom), REQUEST, mode)
     first, second = (r.extensions["timeout"] for r in script.seen)
     assert first == {"connect": 10.0, "read": 120.0, "write": 120.0, "pool": 120.0}
     assert second == {"connect": 1.0, "read": 3.0, "write": 3.0, "pool": 3.0}
@@ -429,7 +420,7 @@ def test_every_request_carries_the_timeouts(mode: str) -> None:
 def test_wire_model_override(mode: str) -> None:
     """A client built with `model=` sends that name whatever the request says."""
     script = Script(ok())
-    run(client_for_script(script, mode, model="llama3.2-vision"), REQUEST, mode)
+    call(client_for_script(script, mode, model="llama3.2-vision"), REQUEST, mode)
     assert script.bodies()[0]["model"] == "llama3.2-vision"
 
 
@@ -481,7 +472,7 @@ def test_real_waits_follow_the_policy_and_retry_after(
     )
     policy = RetryPolicy(wait=0.01, max_retry_after=0.05)
     with stamina.set_testing(False):
-        response = run(client_for_script(script, mode, retry=policy), REQUEST, mode)
+        response = call(client_for_script(script, mode, retry=policy), REQUEST, mode)
     assert response.tries == 4
     waits = [round(d.wait_for, 3) for d in retry_log]
     assert waits == [0.01, 0.05, 0.05]
@@ -516,7 +507,7 @@ def test_the_key_never_appears_in_errors_or_logs(
     caplog.set_level(logging.DEBUG)
     client = client_for_script(Script(*LEAKY_PATHS[path]), mode, retry=RetryPolicy(attempts=2))
     with pytest.raises(ModelCallError) as caught:
-        run(client, REQUEST, mode)
+        call(client, REQUEST, mode)
     error = caught.value
     texts = [
         str(error),
@@ -536,7 +527,7 @@ def test_the_key_never_appears_in_errors_or_logs(
 def test_the_key_never_appears_in_a_response(mode: str, caplog: pytest.LogCaptureFixture) -> None:
     """A successful call's response, its repr and the logs do not hold the key."""
     caplog.set_level(logging.DEBUG)
-    response = run(client_for_script(Script(status(429), ok()), mode), REQUEST, mode)
+    response = call(client_for_script(Script(status(429), ok()), mode), REQUEST, mode)
     texts = [repr(response), json.dumps(dict(response.raw)), response.text]
     texts += [r.getMessage() for r in caplog.records] + [repr(r.__dict__) for r in caplog.records]
     assert all(FAKE_KEY not in t for t in texts)

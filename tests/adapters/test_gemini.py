@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import itertools
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,13 +46,6 @@ DOCUMENTED_REPLY: dict[str, Any] = {
     },
     "modelVersion": "gemini-2.0-flash",
 }
-
-
-@pytest.fixture(scope="module")
-def screenshot(observations_dir: Path) -> ImagePart:
-    """A real desktop screenshot as the core hands it over (base64 PNG)."""
-    data = (observations_dir / "mousepad_notes.png").read_bytes()
-    return ImagePart(base64.b64encode(data).decode())
 
 
 def _request(messages: tuple[Message, ...] = (), model: str = "gemini-2.0-flash") -> ModelRequest:

@@ -19,20 +19,17 @@ from adapters.base import (
     ContextLengthError,
     ModelCallError,
     ModelRequest,
-    ModelResponse,
     ResponseDecodeError,
     RetryableError,
 )
 from adapters.client import HttpModelClient
 from adapters.openai_chat import OpenAIChatProvider
-from adapters.registry import client_for
 from adapters.retry import RetryPolicy
 from osharm_core import ImagePart, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
+from tests.adapters.helpers import MODES, TIMEOUT, call, loopback_client
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion, openai_error
 
-MODES = ["sync", "async"]
-TIMEOUT = httpx.Timeout(5.0, connect=2.0)
 MESSAGES = (
     Message("system", (TextPart("You control a desktop."),)),
     Message("user", (TextPart("old screen"), ImagePart("iVBORw0KGgo="))),
@@ -49,17 +46,7 @@ def _instant(instant_retries: None) -> None:
 
 def make_client(server: LoopbackServer, **kw: object) -> HttpModelClient:
     """A compat/ client pointed at the loopback server's /v1."""
-    options = {"base_url": f"{server.base_url}/v1", "api_key": FAKE_KEY, "timeout": TIMEOUT, **kw}
-    client = client_for("compat/loopback-model", **options)  # type: ignore[arg-type]
-    assert isinstance(client, HttpModelClient)
-    return client
-
-
-def run(client: HttpModelClient, mode: str, request: ModelRequest = REQUEST) -> ModelResponse:
-    """One call through the sync or the async shell (a fresh event loop each time)."""
-    if mode == "sync":
-        return client.complete(request)
-    return asyncio.run(client.acomplete(request))
+    return loopback_client("compat/loopback-model", f"{server.base_url}/v1", **kw)
 
 
 @dataclass(frozen=True)
@@ -132,7 +119,7 @@ def play(server: LoopbackServer, case: Case, mode: str) -> tuple[object, ...]:
     policy = RetryPolicy(attempts=case.attempts, retry_bad_request=case.retry_bad_request)
     client = make_client(server, retry=policy, timeout=timeout)
     try:
-        response = run(client, mode)
+        response = call(client, REQUEST, mode)
     except ModelCallError as error:
         return (type(error).__name__, error.tries, error.status)
     return (response.text, response.tries, response.context_fallback)
@@ -162,7 +149,7 @@ def test_sync_and_async_end_alike(server: LoopbackServer) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_what_the_server_receives(server: LoopbackServer, mode: str) -> None:
     """The wire request: path, bearer key, JSON body with the model name after the prefix."""
-    response = run(make_client(server), mode)
+    response = call(make_client(server), REQUEST, mode)
     (received,) = server.requests
     assert (received.method, received.path) == ("POST", "/v1/chat/completions")
     assert received.headers["authorization"] == f"Bearer {FAKE_KEY}"
@@ -180,7 +167,7 @@ def test_what_the_server_receives(server: LoopbackServer, mode: str) -> None:
 def test_context_fallback_sends_system_and_latest_user(server: LoopbackServer, mode: str) -> None:
     """After a context-length error the second request holds only the system and the latest user message."""
     server.enqueue(CONTEXT, OK)
-    response = run(make_client(server), mode)
+    response = call(make_client(server), REQUEST, mode)
     assert response.context_fallback
     first, second = (r.json()["messages"] for r in server.requests)
     assert len(first) == 4
@@ -194,7 +181,7 @@ def test_retry_after_reaches_the_error(server: LoopbackServer, mode: str) -> Non
         Reply(429, openai_error(429, "slow").body, {"retry-after": "7", "x-request-id": "rl-1"})
     )
     with pytest.raises(RetryableError) as caught:
-        run(make_client(server, retry=RetryPolicy(attempts=1)), mode)
+        call(make_client(server, retry=RetryPolicy(attempts=1)), REQUEST, mode)
     assert (caught.value.retry_after, caught.value.request_id, caught.value.status) == (
         7.0,
         "rl-1",
@@ -205,11 +192,8 @@ def test_retry_after_reaches_the_error(server: LoopbackServer, mode: str) -> Non
 @pytest.mark.parametrize("mode", MODES)
 def test_azure_over_loopback(server: LoopbackServer, mode: str) -> None:
     """Azure's deployment path, api-version query and api-key header reach the server."""
-    client = client_for(
-        "azure/my-gpt4o", base_url=server.base_url, api_key=FAKE_KEY, timeout=TIMEOUT
-    )
-    assert isinstance(client, HttpModelClient)
-    response = run(client, mode, ModelRequest(model="gpt-4o", messages=MESSAGES))
+    client = loopback_client("azure/my-gpt4o", server.base_url)
+    response = call(client, ModelRequest(model="gpt-4o", messages=MESSAGES), mode)
     (received,) = server.requests
     assert received.path == "/openai/deployments/my-gpt4o/chat/completions"
     assert received.query.startswith("api-version=")
@@ -228,11 +212,9 @@ def _echo_key(received: Received) -> Reply:
 def test_echoed_key_is_redacted(server: LoopbackServer, mode: str) -> None:
     """A server that echoes the key back does not get it into the raised error."""
     server.route("POST", r"/echo/v1/chat/completions", _echo_key)
-    client = client_for(
-        "compat/m", base_url=f"{server.base_url}/echo/v1", api_key=FAKE_KEY, timeout=TIMEOUT
-    )
+    client = loopback_client("compat/m", f"{server.base_url}/echo/v1")
     with pytest.raises(AuthenticationError) as caught:
-        run(client, mode)  # type: ignore[arg-type]
+        call(client, REQUEST, mode)
     assert FAKE_KEY not in str(caught.value)
     assert "[redacted]" in caught.value.message
 

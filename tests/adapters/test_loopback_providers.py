@@ -7,32 +7,26 @@ right typed error.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import io
 import json
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import attrs
-import httpx
 import pytest
-from PIL import Image
 
 from adapters.base import (
     AuthenticationError,
     BadRequestError,
-    ModelClient,
     ModelRequest,
     ModelResponse,
     ResponseDecodeError,
 )
 from adapters.client import HttpModelClient
-from adapters.registry import client_for
 from adapters.responses import SafetyCheckPending
 from adapters.retry import RetryPolicy
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
+from tests.adapters.helpers import MODES, call, loopback_client, png_part
 from tests.adapters.loopback import LoopbackServer, Reply
 from tests.adapters.provider_routes import (
     AnthropicSimulator,
@@ -46,7 +40,6 @@ from tests.adapters.provider_routes import (
     reasoning,
 )
 
-TIMEOUT = httpx.Timeout(5.0, connect=2.0)
 pytestmark = pytest.mark.usefixtures("instant_retries")
 
 
@@ -69,32 +62,10 @@ def cua(
     simulators[2].reset()
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=MODES)
 def mode(request: pytest.FixtureRequest) -> str:
     """Which shell drives the call."""
     return str(request.param)
-
-
-def ask(client: ModelClient, request: ModelRequest, mode: str) -> ModelResponse:
-    """One call through the sync or the async shell (the async one in a fresh event loop)."""
-    if mode == "sync":
-        return client.complete(request)
-
-    async def run() -> ModelResponse:
-        try:
-            return await client.acomplete(request)
-        finally:
-            assert isinstance(client, HttpModelClient)
-            await client.aclose()
-
-    return asyncio.run(run())
-
-
-@pytest.fixture(scope="module")
-def screenshot(observations_dir: Path) -> ImagePart:
-    """A real desktop screenshot as the core hands it over."""
-    data = (observations_dir / "chromium_settings_form.png").read_bytes()
-    return ImagePart(base64.b64encode(data).decode())
 
 
 def _history(image: ImagePart) -> tuple[Message, ...]:
@@ -106,14 +77,21 @@ def _history(image: ImagePart) -> tuple[Message, ...]:
     )
 
 
-def _client(model: str, base_url: str, *, retry_bad_request: bool = True) -> ModelClient:
-    return client_for(
-        model,
-        base_url=base_url,
-        api_key=FAKE_KEY,
-        retry=RetryPolicy(attempts=4, retry_bad_request=retry_bad_request),
-        timeout=TIMEOUT,
-    )
+#: A one-message conversation.
+HI = (Message("user", (TextPart("hi"),)),)
+
+
+def _client(model: str, base_url: str, *, retry_bad_request: bool = True) -> HttpModelClient:
+    retry = RetryPolicy(attempts=4, retry_bad_request=retry_bad_request)
+    return loopback_client(model, base_url, retry=retry)
+
+
+def _ask(
+    server: LoopbackServer, model: str, messages: tuple[Message, ...], mode: str, **fields: Any
+) -> ModelResponse:
+    """One request for `model` to the loopback server's host root, through the `mode` shell."""
+    request = ModelRequest(model=model, messages=messages, **fields)
+    return call(_client(model, server.base_url), request, mode)
 
 
 def _no_key(error: BaseException) -> None:
@@ -127,9 +105,7 @@ def _no_key(error: BaseException) -> None:
 @pytest.mark.usefixtures("simulators")
 def test_anthropic_reply(server: LoopbackServer, screenshot: ImagePart, mode: str) -> None:
     """A Claude 4.5 request passes the server's checks (one sampler) and its reply comes back."""
-    client = _client("claude-sonnet-4-5", server.base_url)
-    request = ModelRequest(model="claude-sonnet-4-5", messages=_history(screenshot))
-    response = ask(client, request, mode)
+    response = _ask(server, "claude-sonnet-4-5", _history(screenshot), mode)
     assert response.text == AnthropicSimulator.text
     assert response.tries == 1
     assert response.usage.total_tokens == 25
@@ -148,11 +124,7 @@ def test_anthropic_overload_is_retried(server: LoopbackServer, mode: str) -> Non
         anthropic_error(529, "overloaded_error", "Overloaded"),
         anthropic_error(529, "overloaded_error", "Overloaded", **{"retry-after": "1"}),
     )
-    client = _client("claude-3-5-sonnet-latest", server.base_url)
-    request = ModelRequest(
-        model="claude-3-5-sonnet-latest", messages=(Message("user", (TextPart("hi"),)),)
-    )
-    response = ask(client, request, mode)
+    response = _ask(server, "claude-3-5-sonnet-latest", HI, mode)
     assert response.tries == 3
     assert response.text == AnthropicSimulator.text
     assert len(server.requests) == 3
@@ -168,9 +140,7 @@ def test_anthropic_prompt_too_long_falls_back(
             400, "invalid_request_error", "prompt is too long: 208656 tokens > 200000 maximum"
         )
     )
-    client = _client("claude-3-7-sonnet-latest", server.base_url)
-    request = ModelRequest(model="claude-3-7-sonnet-latest", messages=_history(screenshot))
-    response = ask(client, request, mode)
+    response = _ask(server, "claude-3-7-sonnet-latest", _history(screenshot), mode)
     assert response.context_fallback is True
     assert response.tries == 2
     first, second = (r.json() for r in server.requests)
@@ -183,12 +153,8 @@ def test_anthropic_prompt_too_long_falls_back(
 def test_anthropic_bad_key_fails_at_once(server: LoopbackServer, mode: str) -> None:
     """A 401 is an AuthenticationError after one try, with the request id and without the key."""
     server.enqueue(anthropic_error(401, "authentication_error", f"invalid x-api-key {FAKE_KEY}"))
-    client = _client("claude-3-5-haiku-latest", server.base_url)
-    request = ModelRequest(
-        model="claude-3-5-haiku-latest", messages=(Message("user", (TextPart("hi"),)),)
-    )
     with pytest.raises(AuthenticationError) as caught:
-        ask(client, request, mode)
+        _ask(server, "claude-3-5-haiku-latest", HI, mode)
     assert caught.value.tries == 1
     assert caught.value.request_id == "req_401"
     _no_key(caught.value)
@@ -200,9 +166,7 @@ def test_anthropic_bad_key_fails_at_once(server: LoopbackServer, mode: str) -> N
 @pytest.mark.usefixtures("simulators")
 def test_gemini_reply(server: LoopbackServer, screenshot: ImagePart, mode: str) -> None:
     """A Gemini request with a screenshot passes the server's checks; the key is only in a header."""
-    client = _client("gemini-2.5-flash", server.base_url)
-    request = ModelRequest(model="gemini-2.5-flash", messages=_history(screenshot), max_tokens=321)
-    response = ask(client, request, mode)
+    response = _ask(server, "gemini-2.5-flash", _history(screenshot), mode, max_tokens=321)
     assert response.text == GeminiSimulator.text
     assert response.model == "gemini-2.5-flash"
     (received,) = server.requests
@@ -216,10 +180,8 @@ def test_gemini_reply(server: LoopbackServer, screenshot: ImagePart, mode: str) 
 def test_gemini_blocked_prompt_is_not_retried(server: LoopbackServer, mode: str) -> None:
     """A blocked prompt is a ResponseDecodeError after one try, naming the block reason."""
     server.enqueue(Reply(200, {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}))
-    client = _client("gemini-2.0-flash", server.base_url)
-    request = ModelRequest(model="gemini-2.0-flash", messages=(Message("user", (TextPart("hi"),)),))
     with pytest.raises(ResponseDecodeError, match="PROHIBITED_CONTENT") as caught:
-        ask(client, request, mode)
+        _ask(server, "gemini-2.0-flash", HI, mode)
     assert caught.value.tries == 1
     assert len(server.requests) == 1
 
@@ -232,9 +194,7 @@ def test_gemini_unavailable_then_answer(server: LoopbackServer, mode: str) -> No
         gemini_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later."),
         gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted", retry_info),
     )
-    client = _client("gemini-2.0-flash", server.base_url)
-    request = ModelRequest(model="gemini-2.0-flash", messages=(Message("user", (TextPart("hi"),)),))
-    response = ask(client, request, mode)
+    response = _ask(server, "gemini-2.0-flash", HI, mode)
     assert response.tries == 3
     assert response.text == GeminiSimulator.text
 
@@ -251,9 +211,7 @@ def test_gemini_token_limit_falls_back(
             "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
         )
     )
-    client = _client("gemini-2.5-pro", server.base_url)
-    request = ModelRequest(model="gemini-2.5-pro", messages=_history(screenshot))
-    response = ask(client, request, mode)
+    response = _ask(server, "gemini-2.5-pro", _history(screenshot), mode)
     assert response.context_fallback is True
     assert [len(r.json()["contents"]) for r in server.requests] == [3, 1]
 
@@ -261,10 +219,14 @@ def test_gemini_token_limit_falls_back(
 # --- Responses (computer-use-preview) -----------------------------------------------
 
 
-def _png(width: int, height: int, colour: str) -> ImagePart:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), colour).save(buffer, format="PNG")
-    return ImagePart(base64.b64encode(buffer.getvalue()).decode())
+def _cua(messages: tuple[Message, ...], continuation: Continuation | None = None) -> ModelRequest:
+    return ModelRequest(model="computer-use-preview", messages=messages, continuation=continuation)
+
+
+def _cua_client(server: LoopbackServer, *, retry_bad_request: bool = True) -> HttpModelClient:
+    return _client(
+        "computer-use-preview", f"{server.base_url}/v1", retry_bad_request=retry_bad_request
+    )
 
 
 def test_responses_chain_across_two_calls(
@@ -278,23 +240,15 @@ def test_responses_chain_across_two_calls(
         ],
         [output_message("The settings are saved.")],
     )
-    client = _client("computer-use-preview", f"{server.base_url}/v1")
-    first = ask(
-        client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
-    )
+    client = _cua_client(server)
+    first = call(client, _cua(_history(screenshot)), mode)
     assert first.text == "Open the menu.\n\n```python\npyautogui.click(40, 60)\n```"
     assert first.continuation is not None
     assert first.continuation.call_ids == ("call_1",)
 
-    after = _png(1280, 800, "navy")
+    after = png_part(1280, 800, "navy")
     messages = (*_history(screenshot)[:-1], Message("user", (TextPart("What next?"), after)))
-    second = ask(
-        client,
-        ModelRequest(
-            model="computer-use-preview", messages=messages, continuation=first.continuation
-        ),
-        mode,
-    )
+    second = call(client, _cua(messages, first.continuation), mode)
     assert second.text == "The settings are saved.\n\nDONE"
     assert second.continuation == Continuation(response_id="resp_2")
     body = server.requests[1].json()
@@ -315,10 +269,8 @@ def test_responses_safety_checks_are_never_acknowledged(
     """A pending safety check is surfaced, its action withheld, and the chain not continued for the user."""
     check = {"id": "sc_1", "code": "irrelevant_domain", "message": "This page is off task."}
     cua.script([computer_call("call_1", {"type": "type", "text": "hunter2"}, [check])])
-    client = _client("computer-use-preview", f"{server.base_url}/v1")
-    first = ask(
-        client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
-    )
+    client = _cua_client(server)
+    first = call(client, _cua(_history(screenshot)), mode)
     assert first.continuation is not None
     assert first.continuation.safety_checks == (
         ("sc_1", "irrelevant_domain", "This page is off task."),
@@ -326,14 +278,9 @@ def test_responses_safety_checks_are_never_acknowledged(
     assert "irrelevant_domain" in first.text
     assert first.text.endswith("FAIL")
     assert "hunter2" not in first.text
-    following = ModelRequest(
-        model="computer-use-preview", messages=_history(screenshot), continuation=first.continuation
-    )
     with pytest.raises(SafetyCheckPending):
-        ask(client, following, mode)
-    fresh = ask(
-        client, ModelRequest(model="computer-use-preview", messages=_history(screenshot)), mode
-    )
+        call(client, _cua(_history(screenshot), first.continuation), mode)
+    fresh = call(client, _cua(_history(screenshot)), mode)
     assert fresh.text.endswith("DONE")
     assert len(server.requests) == 2
     for received in server.requests:
@@ -348,16 +295,10 @@ def test_the_simulated_api_refuses_unacknowledged_checks(
     cua.script(
         [computer_call("call_1", {"type": "wait"}, [{"id": "sc_9", "code": "x", "message": "y"}])]
     )
-    client = _client("computer-use-preview", f"{server.base_url}/v1", retry_bad_request=False)
-    first = client.complete(
-        ModelRequest(model="computer-use-preview", messages=_history(screenshot))
-    )
+    client = _cua_client(server, retry_bad_request=False)
+    first = client.complete(_cua(_history(screenshot)))
     assert first.continuation is not None
     unchecked = attrs.evolve(first.continuation, safety_checks=())
     with pytest.raises(BadRequestError, match="acknowledged") as caught:
-        client.complete(
-            ModelRequest(
-                model="computer-use-preview", messages=_history(screenshot), continuation=unchecked
-            )
-        )
+        client.complete(_cua(_history(screenshot), unchecked))
     assert caught.value.tries == 1
