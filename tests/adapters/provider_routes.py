@@ -7,6 +7,7 @@ text, both sampling parameters on a model that takes one, an unanswered
 `computer_call`, an unacknowledged safety check) with the provider's own
 error shape, and otherwise replies from a script or with a canned answer.
 Scripted faults still go through the server's queue (`server.enqueue`).
+The reply-body builders serve the providers' unit tests as well.
 """
 
 from __future__ import annotations

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from PIL import Image
 from returns.result import Success
 
 from adapters.base import (
@@ -27,6 +24,8 @@ from adapters.responses import ResponsesProvider, SafetyCheckPending, png_size, 
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from osharm_core.parsing import parse_actions_from_string, parse_code_from_string
 from osharm_core.vocabulary import validate_computer_13
+from tests.adapters.helpers import png_part
+from tests.adapters.provider_routes import computer_call, output_message, reasoning
 from tests.strategies import any_text, cua_actions
 
 KEY = "sk-proj-test-0123456789"
@@ -57,19 +56,6 @@ DOCUMENTED_REPLY: dict[str, Any] = {
 }
 
 
-def _png(width: int, height: int) -> ImagePart:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
-    return ImagePart(base64.b64encode(buffer.getvalue()).decode())
-
-
-@pytest.fixture(scope="module")
-def screenshot(observations_dir: Path) -> ImagePart:
-    """A real 1920x1080 desktop screenshot, base64 as the core hands it over."""
-    data = (observations_dir / "thunar_context_menu.png").read_bytes()
-    return ImagePart(base64.b64encode(data).decode())
-
-
 def _conversation(image: ImagePart | None) -> tuple[Message, ...]:
     parts: tuple[TextPart | ImagePart, ...] = (TextPart("Given the screenshot, what next?"),)
     return (
@@ -93,26 +79,6 @@ def _request(
 
 def _reply(*items: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"id": "resp_2", "status": "completed", "model": MODEL, "output": list(items), **extra}
-
-
-def _call(call_id: str, action: dict[str, Any], checks: list[Any] | None = None) -> dict[str, Any]:
-    return {
-        "type": "computer_call",
-        "id": f"cu_{call_id}",
-        "call_id": call_id,
-        "action": action,
-        "pending_safety_checks": checks or [],
-        "status": "completed",
-    }
-
-
-def _message(text: str) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": "msg_1",
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
 
 
 def test_first_request_sends_the_whole_history(screenshot: ImagePart) -> None:
@@ -151,7 +117,7 @@ def test_first_request_sends_the_whole_history(screenshot: ImagePart) -> None:
 def test_display_size_comes_from_the_latest_screenshot() -> None:
     """The tool's display size is the PNG's own size; without a screenshot, the configured one."""
     provider = ResponsesProvider(api_key=KEY, display=(1280, 720), environment="ubuntu")
-    tool = provider.encode(_request(_conversation(_png(800, 600)))).json["tools"][0]
+    tool = provider.encode(_request(_conversation(png_part(800, 600)))).json["tools"][0]
     assert (tool["display_width"], tool["display_height"], tool["environment"]) == (
         800,
         600,
@@ -163,7 +129,7 @@ def test_display_size_comes_from_the_latest_screenshot() -> None:
 
 def test_continuation_answers_each_call_with_the_current_screenshot(screenshot: ImagePart) -> None:
     """A continued chain sends previous_response_id and one computer_call_output per pending call."""
-    current = _png(1920, 1080)
+    current = png_part(1920, 1080)
     messages = (*_conversation(screenshot)[:-1], Message("user", (TextPart("next"), current)))
     continuation = Continuation(response_id="resp_1", call_ids=("call_a", "call_b"))
     body = ResponsesProvider(api_key=KEY).encode(_request(messages, continuation=continuation)).json
@@ -253,7 +219,7 @@ def test_documented_reply_becomes_computer_13_json() -> None:
 )
 def test_final_message_is_done(space: str, done: str) -> None:
     """A reply with only a message (no computer_call) is its text, then DONE (a json block for computer_13)."""
-    body = _reply(_message("The file is saved."))
+    body = _reply(output_message("The file is saved."))
     reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
     assert reply.text == f"The file is saved.\n\n{done}"
     assert reply.continuation == Continuation(response_id="resp_2")
@@ -262,10 +228,10 @@ def test_final_message_is_done(space: str, done: str) -> None:
 def test_several_calls_and_waits_share_one_block() -> None:
     """Calls are joined in order with short pauses; a wait among them becomes a sleep."""
     body = _reply(
-        _call("c1", {"type": "click", "button": "left", "x": 1, "y": 2}),
-        _call("c2", {"type": "wait"}),
-        _call("c3", {"type": "screenshot"}),
-        _call("c4", {"type": "type", "text": "hello"}),
+        computer_call("c1", {"type": "click", "button": "left", "x": 1, "y": 2}),
+        computer_call("c2", {"type": "wait"}),
+        computer_call("c3", {"type": "screenshot"}),
+        computer_call("c4", {"type": "type", "text": "hello"}),
     )
     reply = ResponsesProvider(api_key=KEY).decode(_request(), body)
     assert reply.text == (
@@ -278,7 +244,7 @@ def test_several_calls_and_waits_share_one_block() -> None:
 
 def test_batched_actions_are_read_too() -> None:
     """A computer_call carrying an `actions` list converts every action in it."""
-    item = _call("c1", {"type": "wait"})
+    item = computer_call("c1", {"type": "wait"})
     del item["action"]
     item["actions"] = [{"type": "move", "x": 3, "y": 4}, {"type": "keypress", "keys": ["ENTER"]}]
     reply = ResponsesProvider(api_key=KEY).decode(_request(), _reply(item))
@@ -293,7 +259,7 @@ def test_batched_actions_are_read_too() -> None:
 def test_only_waiting_or_looking_is_wait(space: str, text: str, action: dict[str, Any]) -> None:
     """A reply that only waits or asks for a screenshot is WAIT: the next step sends one anyway."""
     reply = ResponsesProvider(api_key=KEY).decode(
-        _request(action_space=space), _reply(_call("c", action))
+        _request(action_space=space), _reply(computer_call("c", action))
     )
     assert reply.text == text
 
@@ -306,7 +272,7 @@ def test_pending_safety_checks_are_surfaced_and_the_flagged_action_withheld(spac
         "code": "malicious_instructions",
         "message": "Odd instructions on screen.",
     }
-    body = _reply(_call("c1", {"type": "click", "button": "left", "x": 5, "y": 5}, [check]))
+    body = _reply(computer_call("c1", {"type": "click", "button": "left", "x": 5, "y": 5}, [check]))
     reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
     assert reply.continuation is not None
     assert reply.continuation.safety_checks == (
@@ -337,7 +303,7 @@ def test_continuing_past_a_pending_safety_check_is_refused(screenshot: ImagePart
 
 def test_unknown_action_is_a_typed_error() -> None:
     """An action the converter does not know raises ResponseDecodeError naming it."""
-    body = _reply(_call("c1", {"type": "zoom", "x": 1, "y": 1}))
+    body = _reply(computer_call("c1", {"type": "zoom", "x": 1, "y": 1}))
     with pytest.raises(ResponseDecodeError, match="zoom"):
         ResponsesProvider(api_key=KEY).decode(_request(), body)
 
@@ -426,9 +392,9 @@ def test_pyautogui_reply_parses_back_to_the_converted_code(
 ) -> None:
     """Whatever the model's prose, parse_code_from_string reads back exactly the converted code."""
     body = _reply(
-        {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": summary}]},
-        _message(message),
-        *(_call(f"c{i}", a) for i, a in enumerate(actions)),
+        reasoning(summary),
+        output_message(message),
+        *(computer_call(f"c{i}", a) for i, a in enumerate(actions)),
     )
     reply = ResponsesProvider(api_key=KEY).decode(_request(), body)
     assert parse_code_from_string(reply.text) == _expected_code(actions)
@@ -439,7 +405,9 @@ def test_computer_13_reply_parses_back_to_valid_actions(
     actions: list[dict[str, Any]], message: str
 ) -> None:
     """parse_actions_from_string reads back the converted actions, and each one is valid."""
-    body = _reply(_message(message), *(_call(f"c{i}", a) for i, a in enumerate(actions)))
+    body = _reply(
+        output_message(message), *(computer_call(f"c{i}", a) for i, a in enumerate(actions))
+    )
     reply = ResponsesProvider(api_key=KEY).decode(_request(action_space="computer_13"), body)
     converted = [d for a in actions for d in to_computer_13(a)] or [{"action_type": "WAIT"}]
     parsed = parse_actions_from_string(reply.text)
@@ -453,8 +421,8 @@ def test_computer_13_reply_parses_back_to_valid_actions(
 def test_done_and_fail_parse_back(space: str, message: str, flagged: bool) -> None:
     """A final message parses to DONE, a flagged call to FAIL, whatever the prose around them."""
     checks = [{"id": "sc", "code": "malicious_instructions", "message": message}]
-    items = [_call("c", {"type": "wait"}, checks)] if flagged else []
-    body = _reply(_message(message), *items)
+    items = [computer_call("c", {"type": "wait"}, checks)] if flagged else []
+    body = _reply(output_message(message), *items)
     reply = ResponsesProvider(api_key=KEY).decode(_request(action_space=space), body)
     word = "FAIL" if flagged else "DONE"
     if space == "pyautogui":
