@@ -6,21 +6,14 @@ import attrs
 import pytest
 
 from osharm_core import AgentConfig, ConfigError
+from tests.facade.helpers import REFERENCE_DEFAULTS
 
 
 def test_defaults_are_the_reference_agents() -> None:
     """Every default equals the reference PromptAgent's constructor default."""
     config = AgentConfig()
     assert attrs.asdict(config) == {
-        "model": "gpt-4-vision-preview",
-        "max_tokens": 1500,
-        "top_p": 0.9,
-        "temperature": 0.5,
-        "action_space": "computer_13",
-        "observation_type": "screenshot_a11y_tree",
-        "max_trajectory_length": 3,
-        "a11y_tree_max_tokens": 10000,
-        "platform": "ubuntu",
+        **REFERENCE_DEFAULTS,
         "ubuntu_attributes": False,
         "som_test_original": False,
     }

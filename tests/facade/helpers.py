@@ -1,4 +1,4 @@
-"""Shared pieces of the facade tests: small observation folders and one reply per action space."""
+"""Shared pieces of the facade tests: the reference defaults, small observation folders, one reply per action space."""
 
 from __future__ import annotations
 
@@ -23,6 +23,19 @@ COMBINATIONS: Final = (
 )
 
 FAKE_KEY: Final = "sk-facade-DO-NOT-LEAK-9f8e7d6c5b4a"
+
+#: The reference PromptAgent's constructor parameters and their defaults, in its order.
+REFERENCE_DEFAULTS: Final = {
+    "platform": "ubuntu",
+    "model": "gpt-4-vision-preview",
+    "max_tokens": 1500,
+    "top_p": 0.9,
+    "temperature": 0.5,
+    "action_space": "computer_13",
+    "observation_type": "screenshot_a11y_tree",
+    "max_trajectory_length": 3,
+    "a11y_tree_max_tokens": 10000,
+}
 
 
 def observation_folder(target: Path, names: tuple[str, ...] = SMALL) -> Path:

@@ -24,21 +24,12 @@ from adapters.testing import FakeClient, FakeClientExhausted
 from osharm_core import AgentConfig, AgentState, Continuation
 from osharm_core.prompts import system_prompt
 from tests import strategies as s
-from tests.facade.helpers import FAKE_KEY, click_reply, load
+from tests.adapters.loopback import chat_completion
+from tests.adapters.provider_routes import computer_call
+from tests.facade.helpers import FAKE_KEY, REFERENCE_DEFAULTS, click_reply, load
 
 NOTES = load("mousepad_notes")
 MENU = load("mousepad_file_menu")
-REFERENCE_DEFAULTS = {
-    "platform": "ubuntu",
-    "model": "gpt-4-vision-preview",
-    "max_tokens": 1500,
-    "top_p": 0.9,
-    "temperature": 0.5,
-    "action_space": "computer_13",
-    "observation_type": "screenshot_a11y_tree",
-    "max_trajectory_length": 3,
-    "a11y_tree_max_tokens": 10000,
-}
 PY = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
 
 
@@ -229,15 +220,26 @@ def test_two_agents_keep_their_own_loggers(caplog: pytest.LogCaptureFixture) -> 
 def _openai_transport(seen: list[httpx.Request]) -> httpx.MockTransport:
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        body = {
-            "id": "chatcmpl-1",
-            "model": "gpt-4o-2024-08-06",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": PY}}],
-            "usage": {"prompt_tokens": 1000, "completion_tokens": 12, "total_tokens": 1012},
-        }
+        body = chat_completion(
+            PY, model="gpt-4o-2024-08-06", prompt_tokens=1000, completion_tokens=12
+        )
         return httpx.Response(200, json=body, headers={"x-request-id": "req_1"})
 
     return httpx.MockTransport(handler)
+
+
+def _wired_agent(
+    model: str, observation_type: str, transport: httpx.MockTransport, directory: Path
+) -> PromptAgent:
+    """A pyautogui agent whose registry client for `model` talks to `transport`, recording into `directory`."""
+    client = client_for(model, api_key=FAKE_KEY, http_client=httpx.Client(transport=transport))
+    return PromptAgent(
+        model=model,
+        observation_type=observation_type,
+        action_space="pyautogui",
+        client=client,
+        recorder=TrajectoryRecorder(directory),
+    )
 
 
 def test_logs_and_recordings_hold_no_key_and_no_image(
@@ -245,16 +247,7 @@ def test_logs_and_recordings_hold_no_key_and_no_image(
 ) -> None:
     """With a real HTTP client and key, neither the log nor the recorded files contain the key or base64 images."""
     seen: list[httpx.Request] = []
-    client = client_for(
-        "gpt-4o", api_key=FAKE_KEY, http_client=httpx.Client(transport=_openai_transport(seen))
-    )
-    agent = PromptAgent(
-        model="gpt-4o",
-        observation_type="screenshot_a11y_tree",
-        action_space="pyautogui",
-        client=client,
-        recorder=TrajectoryRecorder(tmp_path),
-    )
+    agent = _wired_agent("gpt-4o", "screenshot_a11y_tree", _openai_transport(seen), tmp_path)
     caplog.set_level(logging.DEBUG)
     response, actions = agent.predict("Open the File menu", NOTES)
     assert actions == ["pyautogui.click(19, 31)"]
@@ -346,14 +339,8 @@ def _responses_transport(seen: list[dict[str, Any]]) -> httpx.MockTransport:
         checks = [
             {"id": "sc_1", "code": "malicious_instructions", "message": "Suspicious text on screen"}
         ]
-        call = {
-            "type": "computer_call",
-            "id": f"cu_{number}",
-            "call_id": f"call_{number}",
-            "action": {"type": "click", "button": "left", "x": 19, "y": 31},
-            "pending_safety_checks": checks if number == 2 else [],
-            "status": "completed",
-        }
+        click = {"type": "click", "button": "left", "x": 19, "y": 31}
+        call = computer_call(f"call_{number}", click, checks if number == 2 else None)
         reply = {
             "id": f"resp_{number}",
             "object": "response",
@@ -370,18 +357,8 @@ def _responses_transport(seen: list[dict[str, Any]]) -> httpx.MockTransport:
 def test_computer_use_chain_through_the_agent(tmp_path: Path) -> None:
     """With the Responses provider the agent chains previous_response_id, surfaces safety checks and never acknowledges them."""
     seen: list[dict[str, Any]] = []
-    client = client_for(
-        "computer-use-preview",
-        api_key=FAKE_KEY,
-        http_client=httpx.Client(transport=_responses_transport(seen)),
-    )
-    agent = PromptAgent(
-        model="computer-use-preview",
-        observation_type="screenshot",
-        action_space="pyautogui",
-        client=client,
-        recorder=TrajectoryRecorder(tmp_path),
-    )
+    transport = _responses_transport(seen)
+    agent = _wired_agent("computer-use-preview", "screenshot", transport, tmp_path)
     _, actions = agent.predict("Open the File menu", NOTES)
     assert actions
     assert "pyautogui.click(19, 31" in str(actions[0])
