@@ -42,9 +42,14 @@ def anthropic_message(text: str, *, model: str = "claude-loopback") -> dict[str,
     }
 
 
+def anthropic_error_body(kind: str, message: str) -> dict[str, Any]:
+    """A Messages API error body (`{"type": "error", "error": {...}}`) carrying a request id."""
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_body"}
+
+
 def anthropic_error(status: int, kind: str, message: str, **headers: str) -> Reply:
-    """A Messages API error reply (`{"type": "error", "error": {...}}`) with a request id."""
-    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_body"}
+    """A Messages API error reply, with a request id in the body and in a header."""
+    body = anthropic_error_body(kind, message)
     return Reply(status, body, headers={"request-id": f"req_{status}", **headers})
 
 
@@ -59,12 +64,19 @@ def gemini_reply(text: str, *, model: str = "gemini-loopback") -> dict[str, Any]
     }
 
 
+def gemini_error_body(
+    code: int, status: str, message: str, details: list[Any] | None = None
+) -> dict[str, Any]:
+    """A Google API error body (`{"error": {"code", "message", "status", "details"}}`)."""
+    error: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if details is not None:
+        error["details"] = details
+    return {"error": error}
+
+
 def gemini_error(code: int, status: str, message: str, details: list[Any] | None = None) -> Reply:
     """A Google API error reply."""
-    error: dict[str, Any] = {"code": code, "message": message, "status": status}
-    if details:
-        error["details"] = details
-    return Reply(code, {"error": error})
+    return Reply(code, gemini_error_body(code, status, message, details))
 
 
 def computer_call(

@@ -21,6 +21,7 @@ from adapters.base import (
     RetryableError,
 )
 from osharm_core import ImagePart, Message, TextPart
+from tests.adapters.provider_routes import anthropic_error_body as error_body
 from tests.strategies import provider_messages
 
 KEY = "sk-ant-test-0123456789"
@@ -206,26 +207,28 @@ def test_decode_without_text_is_a_typed_error(body: Any) -> None:
         assert "refusal" in str(caught.value)
 
 
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_body"}
-
-
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
-        (529, _error("overloaded_error", "Overloaded"), RetryableError),
-        (429, _error("rate_limit_error", "slow down"), RetryableError),
-        (500, _error("api_error", "oops"), RetryableError),
+        (529, error_body("overloaded_error", "Overloaded"), RetryableError),
+        (429, error_body("rate_limit_error", "slow down"), RetryableError),
+        (500, error_body("api_error", "oops"), RetryableError),
         (
             400,
-            _error("invalid_request_error", "prompt is too long: 208656 tokens > 200000 maximum"),
+            error_body(
+                "invalid_request_error", "prompt is too long: 208656 tokens > 200000 maximum"
+            ),
             ContextLengthError,
         ),
-        (413, _error("request_too_large", "Request exceeds the maximum size"), ContextLengthError),
-        (400, _error("invalid_request_error", "messages: field required"), BadRequestError),
-        (401, _error("authentication_error", "invalid x-api-key"), AuthenticationError),
-        (403, _error("permission_error", "no access"), AuthenticationError),
-        (404, _error("not_found_error", "model: claude-9"), ModelCallError),
+        (
+            413,
+            error_body("request_too_large", "Request exceeds the maximum size"),
+            ContextLengthError,
+        ),
+        (400, error_body("invalid_request_error", "messages: field required"), BadRequestError),
+        (401, error_body("authentication_error", "invalid x-api-key"), AuthenticationError),
+        (403, error_body("permission_error", "no access"), AuthenticationError),
+        (404, error_body("not_found_error", "model: claude-9"), ModelCallError),
     ],
 )
 def test_error_classification(status: int, body: dict[str, Any], expected: type) -> None:
@@ -240,7 +243,7 @@ def test_error_classification(status: int, body: dict[str, Any], expected: type)
 def test_overload_carries_retry_after_and_body_request_id() -> None:
     """A numeric retry-after is kept; without a request-id header the body's id is used."""
     error = AnthropicProvider(api_key=KEY).error(
-        529, {"Retry-After": "12"}, _error("overloaded_error", "Overloaded"), ""
+        529, {"Retry-After": "12"}, error_body("overloaded_error", "Overloaded"), ""
     )
     assert isinstance(error, RetryableError)
     assert error.retry_after == 12.0
@@ -249,7 +252,7 @@ def test_overload_carries_retry_after_and_body_request_id() -> None:
 
 def test_spend_limit_is_not_retried() -> None:
     """A 429 caused by the monthly spend limit is a QuotaExceededError, which waiting cannot fix."""
-    body = _error("rate_limit_error", "spend limit reached")
+    body = error_body("rate_limit_error", "spend limit reached")
     body["error"]["details"] = {"error_code": "enforced_spend_limit_reached"}
     error = AnthropicProvider(api_key=KEY).error(429, {}, body, "")
     assert type(error) is QuotaExceededError

@@ -20,6 +20,7 @@ from adapters.base import (
 )
 from adapters.gemini import GeminiProvider, render_contents
 from osharm_core import ImagePart, Message, TextPart
+from tests.adapters.provider_routes import gemini_error_body as error_body
 from tests.strategies import provider_messages
 
 KEY = "AIzaSy-test-0123456789"
@@ -181,35 +182,26 @@ def test_reply_without_candidates_is_a_typed_error(body: Any) -> None:
         GeminiProvider(api_key=KEY).decode(_request(), body)
 
 
-def _error(
-    code: int, status: str, message: str, details: list[Any] | None = None
-) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message, "status": status}
-    if details is not None:
-        error["details"] = details
-    return {"error": error}
-
-
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
-        (429, _error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted"), RetryableError),
-        (500, _error(500, "INTERNAL", "An internal error has occurred"), RetryableError),
-        (503, _error(503, "UNAVAILABLE", "The model is overloaded"), RetryableError),
-        (504, _error(504, "DEADLINE_EXCEEDED", "Deadline exceeded"), RetryableError),
+        (429, error_body(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted"), RetryableError),
+        (500, error_body(500, "INTERNAL", "An internal error has occurred"), RetryableError),
+        (503, error_body(503, "UNAVAILABLE", "The model is overloaded"), RetryableError),
+        (504, error_body(504, "DEADLINE_EXCEEDED", "Deadline exceeded"), RetryableError),
         (
             400,
-            _error(
+            error_body(
                 400,
                 "INVALID_ARGUMENT",
                 "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
             ),
             ContextLengthError,
         ),
-        (400, _error(400, "INVALID_ARGUMENT", "Invalid JSON payload"), BadRequestError),
+        (400, error_body(400, "INVALID_ARGUMENT", "Invalid JSON payload"), BadRequestError),
         (
             400,
-            _error(
+            error_body(
                 400,
                 "INVALID_ARGUMENT",
                 "API key not valid. Please pass a valid API key.",
@@ -222,8 +214,8 @@ def _error(
             ),
             AuthenticationError,
         ),
-        (403, _error(403, "PERMISSION_DENIED", "denied"), AuthenticationError),
-        (404, _error(404, "NOT_FOUND", "models/gemini-9 is not found"), ModelCallError),
+        (403, error_body(403, "PERMISSION_DENIED", "denied"), AuthenticationError),
+        (404, error_body(404, "NOT_FOUND", "models/gemini-9 is not found"), ModelCallError),
     ],
 )
 def test_error_classification(status: int, body: dict[str, Any], expected: type) -> None:
@@ -237,7 +229,7 @@ def test_error_classification(status: int, body: dict[str, Any], expected: type)
 
 def test_retry_delay_comes_from_retry_info() -> None:
     """A 429's google.rpc.RetryInfo delay ("37s") becomes the error's retry_after."""
-    body = _error(
+    body = error_body(
         429,
         "RESOURCE_EXHAUSTED",
         "quota",
@@ -250,7 +242,7 @@ def test_retry_delay_comes_from_retry_info() -> None:
 
 def test_daily_quota_is_not_retried() -> None:
     """A 429 against a per-day quota is a QuotaExceededError: waiting 30 s will not help."""
-    body = _error(
+    body = error_body(
         429,
         "RESOURCE_EXHAUSTED",
         "You exceeded your current quota",
@@ -267,7 +259,7 @@ def test_daily_quota_is_not_retried() -> None:
 def test_list_wrapped_and_non_json_errors() -> None:
     """An error wrapped in a list, or an HTML page, still gives a typed error with its message."""
     provider = GeminiProvider(api_key=KEY)
-    wrapped = provider.error(503, {}, [_error(503, "UNAVAILABLE", "try later")], "")
+    wrapped = provider.error(503, {}, [error_body(503, "UNAVAILABLE", "try later")], "")
     assert isinstance(wrapped, RetryableError)
     assert "try later" in str(wrapped)
     html = provider.error(502, {}, None, "<html>Bad Gateway</html>")
