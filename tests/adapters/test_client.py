@@ -48,6 +48,9 @@ from tests.adapters.conftest import FAKE_KEY
 from tests.adapters.helpers import MODES, call
 from tests.adapters.loopback import chat_completion
 
+#: Every test here retries without waiting.
+pytestmark = pytest.mark.usefixtures("instant_retries")
+
 SYSTEM = Message("system", (TextPart("system prompt"),))
 HISTORY = (
     SYSTEM,
@@ -116,11 +119,6 @@ def client_for_script(
     if mode == "sync":
         return HttpModelClient(provider, http_client=httpx.Client(transport=transport), **kw)
     return HttpModelClient(provider, async_http_client=httpx.AsyncClient(transport=transport), **kw)
-
-
-@pytest.fixture(autouse=True)
-def _instant(instant_retries: None) -> None:
-    """Every test here retries without waiting."""
 
 
 # --- the pure pieces --------------------------------------------------------

@@ -30,6 +30,9 @@ from tests.adapters.conftest import FAKE_KEY
 from tests.adapters.helpers import MODES, TIMEOUT, call, loopback_client
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion, openai_error
 
+#: Every test here retries without waiting.
+pytestmark = pytest.mark.usefixtures("instant_retries")
+
 MESSAGES = (
     Message("system", (TextPart("You control a desktop."),)),
     Message("user", (TextPart("old screen"), ImagePart("iVBORw0KGgo="))),
@@ -37,11 +40,6 @@ MESSAGES = (
     Message("user", (TextPart("new screen"), ImagePart("iVBORw0KGgo="))),
 )
 REQUEST = ModelRequest(model="compat/loopback-model", messages=MESSAGES)
-
-
-@pytest.fixture(autouse=True)
-def _instant(instant_retries: None) -> None:
-    """Retries in this module do not wait."""
 
 
 def make_client(server: LoopbackServer, **kw: object) -> HttpModelClient:

@@ -33,8 +33,10 @@ MENU = load("mousepad_file_menu")
 PY = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
 
 
-def _agent(replies: list[Any], **kwargs: Any) -> tuple[PromptAgent, FakeClient]:
-    client = FakeClient(replies)
+def _agent(
+    replies: list[Any], *, errors: dict[int, BaseException] | None = None, **kwargs: Any
+) -> tuple[PromptAgent, FakeClient]:
+    client = FakeClient(replies, errors=errors)
     options = {"observation_type": "a11y_tree", "action_space": "pyautogui", **kwargs}
     return PromptAgent(client=client, **options), client
 
@@ -155,8 +157,7 @@ def test_sampling_parameters_reach_the_client() -> None:
 def test_a_model_error_leaves_the_state_untouched() -> None:
     """A failing call propagates its typed error, keeps the very same state, and the next predict works."""
     error = RetryableError("overloaded", provider="fake", status=529)
-    client = FakeClient([PY, PY], errors={1: error})
-    agent = PromptAgent(observation_type="a11y_tree", action_space="pyautogui", client=client)
+    agent, client = _agent([PY, PY], errors={1: error})
     agent.predict("t", NOTES)
     before = agent.state
     with pytest.raises(RetryableError):
@@ -422,8 +423,7 @@ def test_any_replies_and_errors_keep_the_state_consistent(
 ) -> None:
     """For any replies and failing calls, predict never fails on a reply, errors change nothing, and the lists stay aligned."""
     error = RetryableError("boom", provider="fake")
-    client = FakeClient(replies, errors=dict.fromkeys(failing, error))
-    agent = PromptAgent(observation_type="a11y_tree", action_space=action_space, client=client)
+    agent, client = _agent(replies, errors=dict.fromkeys(failing, error), action_space=action_space)
     while client.remaining:
         before = agent.state
         if client.calls in failing:
