@@ -156,16 +156,13 @@ class GeminiProvider:
 
     def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
         """The first candidate's text, usage and model version; a blocked or empty reply raises."""
+        where: dict[str, Any] = {"provider": self.name, "model": request.model}
         if not isinstance(body, Mapping):
-            raise ResponseDecodeError(
-                "reply is not a JSON object", provider=self.name, model=request.model
-            )
+            raise ResponseDecodeError("reply is not a JSON object", **where)
         feedback = body.get("promptFeedback")
         if isinstance(feedback, Mapping) and feedback.get("blockReason"):
             raise ResponseDecodeError(
-                f"prompt blocked (blockReason {feedback['blockReason']})",
-                provider=self.name,
-                model=request.model,
+                f"prompt blocked (blockReason {feedback['blockReason']})", **where
             )
         candidates = body.get("candidates")
         if (
@@ -173,9 +170,7 @@ class GeminiProvider:
             or not candidates
             or not isinstance(candidates[0], Mapping)
         ):
-            raise ResponseDecodeError(
-                "reply has no candidates", provider=self.name, model=request.model
-            )
+            raise ResponseDecodeError("reply has no candidates", **where)
         candidate = candidates[0]
         content = candidate.get("content")
         parts = content.get("parts") if isinstance(content, Mapping) else None
@@ -186,11 +181,7 @@ class GeminiProvider:
         ]
         if not "".join(texts):
             reason = candidate.get("finishReason", "unknown")
-            raise ResponseDecodeError(
-                f"candidate has no text (finishReason {reason})",
-                provider=self.name,
-                model=request.model,
-            )
+            raise ResponseDecodeError(f"candidate has no text (finishReason {reason})", **where)
         usage = body.get("usageMetadata")
         candidates_tokens = token_count(usage, "candidatesTokenCount")
         thoughts = token_count(usage, "thoughtsTokenCount") or 0
