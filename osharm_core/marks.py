@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import attrs
-from lxml import etree
 from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont, UnidentifiedImageError
 
 from osharm_core.accessibility import (
@@ -89,7 +88,11 @@ def open_screenshot(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Ima
     The pixel count in the header is checked before any pixel is decoded, whatever
     Pillow's global `MAX_IMAGE_PIXELS` says. Every refusal is a `ScreenshotError`.
     """
-    data = _checked_header(data, max_pixels)
+    return _decoded(_checked_header(data, max_pixels))
+
+
+def _decoded(data: bytes) -> Image.Image:
+    """Decode PNG bytes whose header `_checked_header` has accepted."""
     try:
         image = Image.open(io.BytesIO(data), formats=("PNG",))
         image.load()
@@ -119,12 +122,10 @@ def single_colour(image: Image.Image, box: tuple[int, int, int, int]) -> bool:
 
     Pillow fills the part of a crop outside the image with zeros; so does this
     test. It samples a few pixels first and only reads the whole (clipped) area
-    when they all agree; no allocation exceeds the image itself.
+    when they all agree; no allocation exceeds the image itself. The pixels are
+    read through a fresh `load()`, so they are the live ones even after drawing.
     """
-    return _single_colour(image, image.load(), box)
-
-
-def _single_colour(image: Image.Image, pixels: Any, box: tuple[int, int, int, int]) -> bool:
+    pixels: Any = image.load()
     width, height = image.size
     x0, y0, x1, y1 = box
     left, top, right, bottom = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
@@ -234,9 +235,9 @@ def tag_screenshot(
     `AccessibilityTreeError` for a bad tree.
     """
     keys = platform_keys(platform)
-    _checked_header(screenshot, max_pixels)
+    png = _checked_header(screenshot, max_pixels)
     nodes = filter_nodes(parse_accessibility_tree(xml), platform, check_image=True)
-    image = open_screenshot(screenshot, max_pixels=max_pixels)
+    image = _decoded(png)
     probe = image.copy() if test_original else image
     draw = ImageDraw.Draw(image)
     masks: list[Mask] = []
@@ -250,8 +251,7 @@ def tag_screenshot(
         if w <= 0 or h <= 0:
             continue
         box = (x, y, x + w, y + h)
-        # load() per node: cheap, and always the live pixels, even if drawing swaps them.
-        if _single_colour(probe, probe.load(), box):
+        if single_colour(probe, box):
             continue
         index = len(masks) + 1
         try:
@@ -259,11 +259,7 @@ def tag_screenshot(
         except ValueError:
             continue  # the reference skips a node whose drawing Pillow refuses
         masks.append((x, y, w, h))
-        rows.append(f"{index}\t{_tag(node)}\t{node.get('name', '')}\t{text_cell(node, keys)}")
+        rows.append(f"{index}\t{node.tag!s}\t{node.get('name', '')}\t{text_cell(node, keys)}")
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return SetOfMarks(tuple(masks), buffer.getvalue(), "\n".join(rows))
-
-
-def _tag(node: etree._Element) -> str:
-    return str(node.tag)
