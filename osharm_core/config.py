@@ -16,6 +16,10 @@ Platform = Literal["ubuntu", "windows"]
 OBSERVATION_TYPES: Final = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 ACTION_SPACES: Final = ("computer_13", "pyautogui")
 PLATFORMS: Final = ("ubuntu", "windows")
+#: The observation types that use the screenshot.
+SCREENSHOT_TYPES: Final = frozenset({"screenshot", "screenshot_a11y_tree", "som"})
+#: The observation types that use the accessibility tree.
+TREE_TYPES: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]

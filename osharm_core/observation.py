@@ -8,13 +8,10 @@ from typing import Any, Final
 
 import attrs
 
-from osharm_core.config import OBSERVATION_TYPES, ObservationType
+from osharm_core.config import OBSERVATION_TYPES, SCREENSHOT_TYPES, TREE_TYPES, ObservationType
 from osharm_core.errors import AccessibilityTreeError, ObservationError, ScreenshotError
 
 PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
-
-_NEEDS_SCREENSHOT: Final = frozenset({"screenshot", "screenshot_a11y_tree", "som"})
-_NEEDS_TREE: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -126,17 +123,17 @@ class Observation:
                 f"'accessibility_tree'; got {type(d).__name__}"
             )
         if observation_type is None:
-            if d.get("screenshot") is None and d.get("accessibility_tree") is None:
+            wants_screenshot = d.get("screenshot") is not None
+            wants_tree = d.get("accessibility_tree") is not None
+            if not (wants_screenshot or wants_tree):
                 raise ObservationError(
                     "an observation needs 'screenshot' (PNG bytes) or 'accessibility_tree' "
                     "(XML text); this one has neither"
                 )
-            wants_screenshot = d.get("screenshot") is not None
-            wants_tree = d.get("accessibility_tree") is not None
             kind = "any"
         else:
-            wants_screenshot = observation_type in _NEEDS_SCREENSHOT
-            wants_tree = observation_type in _NEEDS_TREE
+            wants_screenshot = observation_type in SCREENSHOT_TYPES
+            wants_tree = observation_type in TREE_TYPES
             kind = observation_type
         screenshot = tree = None
         if wants_screenshot:

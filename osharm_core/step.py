@@ -11,7 +11,7 @@ import attrs
 from returns.result import Success
 
 from osharm_core.accessibility import linearize_accessibility_tree
-from osharm_core.config import AgentConfig
+from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig
 from osharm_core.marks import tag_screenshot
 from osharm_core.messages import ImagePart, Message, TextPart
 from osharm_core.observation import Observation
@@ -60,7 +60,7 @@ def _user_message(config: AgentConfig, record: ObservationRecord, *, current: bo
     else:
         text = _WITH_TREE[kind].format(record.accessibility_tree)
     parts: tuple[TextPart | ImagePart, ...] = (TextPart(text),)
-    if kind != "a11y_tree":
+    if kind in SCREENSHOT_TYPES:
         parts += (ImagePart(record.screenshot or ""),)
     return Message("user", parts)
 
@@ -97,7 +97,7 @@ def _process(
         table = trim_accessibility_tree(marks.element_table, config.a11y_tree_max_tokens)
         return ObservationRecord(_encode_png(marks.tagged_screenshot), table), marks.masks
     tree = None
-    if kind in ("a11y_tree", "screenshot_a11y_tree"):
+    if kind in TREE_TYPES:
         assert observation.accessibility_tree is not None
         linear = linearize_accessibility_tree(
             observation.accessibility_tree,
@@ -106,7 +106,7 @@ def _process(
         )
         tree = trim_accessibility_tree(linear, config.a11y_tree_max_tokens)
     screenshot = None
-    if kind in ("screenshot", "screenshot_a11y_tree"):
+    if kind in SCREENSHOT_TYPES:
         assert observation.screenshot is not None
         screenshot = _encode_png(observation.screenshot)
     return ObservationRecord(screenshot, tree), None
