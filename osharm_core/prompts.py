@@ -19,20 +19,18 @@ _INTRO: Final = (
     "until the task you were given is complete."
 )
 
+_SCREENSHOT: Final = "a screenshot of the whole screen"
+_TREE: Final = (
+    "the screen's accessibility tree as a table with one row per visible element. Its "
+    "tab-separated columns are: tag, name, text, class, description, position (top-left x&y) "
+    "and size (w&h)."
+)
+
 _SEES: Final[Mapping[ObservationType, str]] = MappingProxyType(
     {
-        "screenshot": "At every step you are shown a screenshot of the whole screen.",
-        "a11y_tree": (
-            "At every step you are shown the screen's accessibility tree as a table with one "
-            "row per visible element. Its tab-separated columns are: tag, name, text, class, "
-            "description, position (top-left x&y) and size (w&h)."
-        ),
-        "screenshot_a11y_tree": (
-            "At every step you are shown a screenshot of the whole screen together with the "
-            "screen's accessibility tree as a table with one row per visible element. Its "
-            "tab-separated columns are: tag, name, text, class, description, position "
-            "(top-left x&y) and size (w&h)."
-        ),
+        "screenshot": f"At every step you are shown {_SCREENSHOT}.",
+        "a11y_tree": f"At every step you are shown {_TREE}",
+        "screenshot_a11y_tree": f"At every step you are shown {_SCREENSHOT} together with {_TREE}",
         "som": (
             "At every step you are shown a screenshot on which the elements you can interact "
             "with are framed by boxes, each marked with a number, together with a table "
@@ -66,29 +64,20 @@ _WHERE: Final[Mapping[ObservationType, str]] = MappingProxyType(
     }
 )
 
-_CODE_EXAMPLE: Final = (
-    "```python\n"
-    "import pyautogui\n"
-    "import time\n"
-    "pyautogui.click(640, 360)\n"
-    "time.sleep(0.5)\n"
-    "pyautogui.write('quarterly report')\n"
-    "time.sleep(0.5)\n"
-    "pyautogui.press('enter')\n"
-    "```"
-)
 
-_SOM_CODE_EXAMPLE: Final = (
-    "```python\n"
-    "import pyautogui\n"
-    "import time\n"
-    "pyautogui.click(tag_3)\n"
-    "time.sleep(0.5)\n"
-    "pyautogui.write('quarterly report')\n"
-    "time.sleep(0.5)\n"
-    "pyautogui.press('enter')\n"
-    "```"
-)
+def _code_example(click_target: str) -> str:
+    return (
+        "```python\n"
+        "import pyautogui\n"
+        "import time\n"
+        f"pyautogui.click({click_target})\n"
+        "time.sleep(0.5)\n"
+        "pyautogui.write('quarterly report')\n"
+        "time.sleep(0.5)\n"
+        "pyautogui.press('enter')\n"
+        "```"
+    )
+
 
 _REFLECT: Final = (
     "Begin every reply with a brief reflection: did the previous step do what you "
@@ -99,7 +88,7 @@ _SUDO: Final = "Whenever the sudo password is asked for, it is `password`."
 
 
 def _code_prompt(observation_type: ObservationType) -> str:
-    example = _SOM_CODE_EXAMPLE if observation_type == "som" else _CODE_EXAMPLE
+    example = _code_example("tag_3" if observation_type == "som" else "640, 360")
     return "\n".join(
         (
             _INTRO,
@@ -135,6 +124,7 @@ def _code_prompt(observation_type: ObservationType) -> str:
 _JSON_EXAMPLE: Final = (
     '```json\n{"action_type": "CLICK", "x": 640, "y": 360, "button": "left", "num_clicks": 1}\n```'
 )
+_ACTION_LIST: Final = describe_actions(DEFAULT_SCREEN_SIZE)
 
 
 def _action_prompt(observation_type: ObservationType) -> str:
@@ -152,7 +142,7 @@ def _action_prompt(observation_type: ObservationType) -> str:
             "",
             f"The actions you can use (the screen is {width} x {height} pixels; every "
             "parameter is a key of the JSON object next to action_type):",
-            describe_actions(DEFAULT_SCREEN_SIZE),
+            _ACTION_LIST,
             "",
             "A special action is written as a JSON object too, such as "
             '{"action_type": "DONE"}, or as the bare word WAIT, FAIL or DONE on a line of its own.',
