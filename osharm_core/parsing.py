@@ -50,6 +50,11 @@ def _special(text: str) -> str | None:
     return word if word in SPECIAL_WORDS else None
 
 
+def _special_lines(fenced: Fenced) -> list[str]:
+    """The special words standing alone on lines outside the blocks, in order."""
+    return [word for word in map(_special, fenced.outside_lines) if word is not None]
+
+
 def _split_tag(number: int, raw: str) -> Block:
     newline = raw.find("\n")
     if newline >= 0:
@@ -59,10 +64,11 @@ def _split_tag(number: int, raw: str) -> Block:
     return Block(number, "", raw)
 
 
-def _full_lines(text: str, start: int, end: int, n: int) -> Iterator[str]:
+def _full_lines(text: str, start: int, end: int) -> Iterator[str]:
+    """The lines of `text[start:end]` that lie wholly inside it (not cut by either end)."""
     lines = text[start:end].split("\n")
     first = 0 if start == 0 else 1
-    last = len(lines) if end == n else len(lines) - 1
+    last = len(lines) if end == len(text) else len(lines) - 1
     yield from lines[first:last]
 
 
@@ -81,17 +87,16 @@ def split_fences(text: str) -> Fenced:
     """
     blocks: list[Block] = []
     outside: list[str] = []
-    n = len(text)
     pos = 0
     number = 0
     while True:
         opening = text.find(_FENCE, pos)
         closing = -1 if opening < 0 else text.find(_FENCE, opening + 3)
         if closing < 0:
-            outside.extend(_full_lines(text, pos, n, n))
+            outside.extend(_full_lines(text, pos, len(text)))
             return Fenced(tuple(blocks), tuple(outside))
         if opening > pos:
-            outside.extend(_full_lines(text, pos, opening, n))
+            outside.extend(_full_lines(text, pos, opening))
         number += 1
         if closing > opening + 3:
             blocks.append(_split_tag(number, text[opening + 3 : closing]))
@@ -240,7 +245,7 @@ def parse_code_from_string(text: str) -> list[str]:
     actions: list[str] = []
     for block in fenced.blocks:
         actions.extend(_block_actions(split_statements(block.content).strip()))
-    actions.extend(w for w in map(_special, fenced.outside_lines) if w is not None)
+    actions.extend(_special_lines(fenced))
     return actions
 
 
@@ -429,7 +434,7 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     else:
         value, _ = _load(text)
         actions = _as_actions(value) or _embedded_actions(text)
-    actions.extend(w for w in map(_special, fenced.outside_lines) if w is not None)
+    actions.extend(_special_lines(fenced))
     if not actions:
         return Failure(ActionParseError(f"no computer_13 action found in reply {_excerpt(text)}"))
     return Success(actions)
