@@ -13,6 +13,7 @@ import binascii
 import functools
 import hashlib
 from importlib import resources
+from types import MappingProxyType
 from typing import Final
 
 import tiktoken
@@ -39,13 +40,15 @@ _CL100K_PATTERN: Final = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
-_CL100K_SPECIAL: Final = {
-    "<|endoftext|>": 100257,
-    "<|fim_prefix|>": 100258,
-    "<|fim_middle|>": 100259,
-    "<|fim_suffix|>": 100260,
-    "<|endofprompt|>": 100276,
-}
+_CL100K_SPECIAL: Final = MappingProxyType(
+    {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    }
+)
 
 
 class RankFileError(OsharmError, ValueError):
@@ -107,8 +110,9 @@ def trim_accessibility_tree(
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int; got {max_tokens!r}")
-    # Every token is at least one byte, so this text cannot exceed the limit.
-    if len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
+    # Every token is at least one byte, so a text of at most `max_tokens` bytes fits;
+    # one with more characters than that has more bytes too, and is not encoded to see.
+    if len(text) <= max_tokens and len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
         return text
     enc = encoding if encoding is not None else cl100k_encoding()
     tokens = enc.encode_ordinary(text)
