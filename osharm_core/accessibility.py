@@ -107,7 +107,11 @@ class PlatformKeys:
     description: str
 
 
+_USABLE_STATES: Final = ("enabled", "editable", "expandable", "checkable")
+
+
 def _keys(platform: str, attributes_base: str) -> PlatformKeys:
+    """`platform`'s keys; ubuntu's class and every description come from `attributes_base`."""
     base = _UBUNTU if platform == "ubuntu" else _WINDOWS
     state = f"{{{base}state}}"
     component = f"{{{base}component}}"
@@ -125,7 +129,6 @@ def _keys(platform: str, attributes_base: str) -> PlatformKeys:
     )
 
 
-_USABLE_STATES: Final = ("enabled", "editable", "expandable", "checkable")
 # The reference reads ubuntu's class and description through the windows
 # attributes namespace, so by default those columns stay empty on ubuntu trees.
 _PLATFORM_KEYS: Final = MappingProxyType(
@@ -358,11 +361,8 @@ def filter_nodes(
     candidates = etree.XPath(
         f"descendant-or-self::*[@s:{required}]", namespaces={"s": keys.state_ns}
     )
-    showing, visible, (enabled, editable, expandable, checkable) = (
-        keys.showing,
-        keys.visible,
-        keys.usable,
-    )
+    showing, visible = keys.showing, keys.visible
+    enabled, editable, expandable, checkable = keys.usable
     position_key, size_key = keys.screencoord, keys.size
     roles: dict[str, bool] = {}
     kept: list[etree._Element] = []
