@@ -45,14 +45,15 @@ class Fenced:
     outside_lines: tuple[str, ...]
 
 
-def _special(text: str) -> str | None:
+def _special_word(text: str) -> str | None:
+    """WAIT, FAIL or DONE when that is all `text` holds (surrounding whitespace aside), else None."""
     word = text.strip()
     return word if word in SPECIAL_WORDS else None
 
 
-def _special_lines(fenced: Fenced) -> list[str]:
+def _special_words_outside(fenced: Fenced) -> list[str]:
     """The special words standing alone on lines outside the blocks, in order."""
-    return [word for word in map(_special, fenced.outside_lines) if word is not None]
+    return [word for word in map(_special_word, fenced.outside_lines) if word is not None]
 
 
 def _split_tag(number: int, raw: str) -> Block:
@@ -212,11 +213,11 @@ def split_statements(code: str) -> str:
 
 
 def _block_actions(content: str) -> list[str]:
-    word = _special(content)
+    word = _special_word(content)
     if word is not None:
         return [word]
     lines = content.split("\n")
-    word = _special(lines[-1])
+    word = _special_word(lines[-1])
     if word is None:
         return [content] if content else []
     code = "\n".join(lines[:-1]).rstrip()
@@ -238,14 +239,14 @@ def parse_code_from_string(text: str) -> list[str]:
     ["pyautogui.press('enter')", 'DONE']
     """
     whole = "\n".join(p.strip() for p in text.split(";") if p.strip())
-    word = _special(whole)
+    word = _special_word(whole)
     if word is not None:
         return [word]
     fenced = split_fences(text)
     actions: list[str] = []
     for block in fenced.blocks:
         actions.extend(_block_actions(split_statements(block.content).strip()))
-    actions.extend(_special_lines(fenced))
+    actions.extend(_special_words_outside(fenced))
     return actions
 
 
@@ -310,7 +311,7 @@ def _block_json_actions(fenced: Fenced) -> Result[list[Action], ActionParseError
     actions: list[Action] = []
     for block in chosen:
         content = block.content.strip()
-        word = _special(content)
+        word = _special_word(content)
         if word is not None:
             actions.append(word)
             continue
@@ -421,7 +422,7 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     >>> parse_actions_from_string("DONE")
     <Success: ['DONE']>
     """
-    word = _special(text)
+    word = _special_word(text)
     if word is not None:
         return Success([word])
     fenced = split_fences(text)
@@ -434,7 +435,7 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     else:
         value, _ = _load(text)
         actions = _as_actions(value) or _embedded_actions(text)
-    actions.extend(_special_lines(fenced))
+    actions.extend(_special_words_outside(fenced))
     if not actions:
         return Failure(ActionParseError(f"no computer_13 action found in reply {_excerpt(text)}"))
     return Success(actions)
