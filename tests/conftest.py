@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import struct
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from osharm_core.observation import PNG_SIGNATURE
 
 settings.register_profile(
     "default", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
@@ -24,3 +29,27 @@ FIXTURE_NAMES = sorted(p.stem for p in OBSERVATIONS.glob("*.xml"))
 def observations_dir() -> Path:
     """The folder of real desktop observations copied from ../shared/fixtures."""
     return OBSERVATIONS
+
+
+def fixture_observation(name: str) -> dict[str, Any]:
+    """A real observation as OSWorld hands it over: PNG bytes and the tree's text."""
+    return {
+        "screenshot": (OBSERVATIONS / f"{name}.png").read_bytes(),
+        "accessibility_tree": (OBSERVATIONS / f"{name}.xml").read_text(encoding="utf-8"),
+    }
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    """One PNG chunk with its length and a valid CRC."""
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_claiming(width: int, height: int, pixels: bytes = b"\0" * 64) -> bytes:
+    """A well-formed PNG whose header claims any size, with a tiny (valid CRC) data chunk."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        PNG_SIGNATURE
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(pixels))
+        + png_chunk(b"IEND", b"")
+    )

@@ -17,7 +17,7 @@ from PIL import Image
 from osharm_core.accessibility import linearize_accessibility_tree, parse_accessibility_tree
 from osharm_core.errors import AccessibilityTreeError, ScreenshotError
 from osharm_core.marks import open_screenshot, tag_screenshot
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, png_chunk, png_claiming
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SMALL_TREE = '<desktop-frame><label name="x"/></desktop-frame>'
@@ -32,22 +32,6 @@ def billion_laughs(declaration: str = '<?xml version="1.0"?>') -> str:
     return (
         f'{declaration}<!DOCTYPE lolz [<!ENTITY lol "lol">{levels}]>'
         '<lolz name="&lol9;">&lol9;</lolz>'
-    )
-
-
-def chunk(kind: bytes, data: bytes) -> bytes:
-    """One PNG chunk with its length and a valid CRC."""
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-def png_claiming(width: int, height: int, pixels: bytes = b"\0" * 64) -> bytes:
-    """A well-formed PNG whose header claims any size, with a tiny (valid CRC) data chunk."""
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        PNG_SIGNATURE
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(pixels))
-        + chunk(b"IEND", b"")
     )
 
 
@@ -311,17 +295,17 @@ def test_truncated_png_is_refused(fraction: float) -> None:
         (png_claiming(4, 4)[:29] + b"\xde\xad\xbe\xef" + png_claiming(4, 4)[33:], "corrupt"),
         (
             PNG_SIGNATURE
-            + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", b"this is not zlib data")
-            + chunk(b"IEND", b""),
+            + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
+            + png_chunk(b"IDAT", b"this is not zlib data")
+            + png_chunk(b"IEND", b""),
             "cannot be decoded",
         ),
         (
             PNG_SIGNATURE
-            + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
-            + chunk(b"zTXt", b"k\0\0" + zlib.compress(b"\0" * 20_000_000))
-            + chunk(b"IDAT", zlib.compress(b"\0" * 64))
-            + chunk(b"IEND", b""),
+            + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
+            + png_chunk(b"zTXt", b"k\0\0" + zlib.compress(b"\0" * 20_000_000))
+            + png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
+            + png_chunk(b"IEND", b""),
             "too large",
         ),
     ],

@@ -15,7 +15,7 @@ from osharm_core import marks
 from osharm_core.errors import AccessibilityTreeError, ConfigError, ScreenshotError
 from osharm_core.marks import ELEMENT_TABLE_HEADER, SetOfMarks, single_colour, tag_screenshot
 from tests import strategies as s
-from tests.conftest import OBSERVATIONS
+from tests.conftest import fixture_observation
 from tests.test_accessibility import UBUNTU, WINDOWS, reference_nodes, reference_text, tree
 
 SHOWN = 'st:showing="true" st:visible="true" st:enabled="true"'
@@ -71,10 +71,8 @@ def reference_tag(
 
 def fixture(name: str) -> tuple[bytes, str]:
     """A real observation's screenshot bytes and tree text."""
-    return (
-        (OBSERVATIONS / f"{name}.png").read_bytes(),
-        (OBSERVATIONS / f"{name}.xml").read_text(encoding="utf-8"),
-    )
+    obs = fixture_observation(name)
+    return obs["screenshot"], obs["accessibility_tree"]
 
 
 def speckled(size: tuple[int, int] = (64, 48), mode: str = "RGB") -> Image.Image:

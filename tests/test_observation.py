@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-import zlib
-
 import pytest
 
 from osharm_core import (
@@ -14,16 +11,10 @@ from osharm_core import (
     ScreenshotError,
 )
 from osharm_core.observation import PNG_SIGNATURE, png_size
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, png_claiming
 
 PNG = (OBSERVATIONS / "mousepad_notes.png").read_bytes()
 XML = (OBSERVATIONS / "mousepad_notes.xml").read_text(encoding="utf-8")
-
-
-def _png_header(width: int, height: int) -> bytes:
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    chunk = b"IHDR" + ihdr
-    return PNG_SIGNATURE + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
 
 
 @pytest.mark.parametrize(
@@ -62,7 +53,7 @@ def test_missing_tree_names_key_and_type(kind: str) -> None:
         ("not bytes", "must be PNG bytes"),
         (b"GIF89a" + b"\0" * 40, "not a PNG"),
         (PNG_SIGNATURE, "truncated"),
-        (_png_header(0, 10), "empty image"),
+        (png_claiming(0, 10), "empty image"),
     ],
 )
 def test_bad_screenshot_is_refused(value: object, message: str) -> None:
@@ -103,7 +94,7 @@ def test_errors_are_value_errors() -> None:
 
 def test_huge_claimed_size_is_read_without_decoding() -> None:
     """The header of a PNG claiming 100k x 100k pixels is read without allocating anything."""
-    assert png_size(_png_header(100_000, 100_000)) == (100_000, 100_000)
+    assert png_size(png_claiming(100_000, 100_000)) == (100_000, 100_000)
     assert Observation(screenshot=PNG).screenshot_size == (1920, 1080)
 
 

@@ -25,7 +25,7 @@ from osharm_core import (
 )
 from osharm_core.step import StepRequest
 from tests import strategies as s
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, fixture_observation
 
 NEXT = "What's the next step that you will do to help with the task?"
 EPISODE = ["mousepad_notes", "mousepad_file_menu", "thunar_context_menu", "xfce4_terminal_shell"]
@@ -35,13 +35,6 @@ REPLIES = [
     '```json\n{"action_type": "CLICK", "x": 5, "y": 6}\n```',
     "DONE",
 ]
-
-
-def _obs(name: str) -> dict[str, Any]:
-    return {
-        "screenshot": (OBSERVATIONS / f"{name}.png").read_bytes(),
-        "accessibility_tree": (OBSERVATIONS / f"{name}.xml").read_text(encoding="utf-8"),
-    }
 
 
 def _b64(data: bytes) -> str:
@@ -116,7 +109,7 @@ def _reference_episode(config: AgentConfig, instruction: str) -> list[list[dict[
             messages.append(_reference_user(config.observation_type, record, current=False))
             text = thought.strip() if len(thought) > 0 else "No valid action"
             messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
-        record = _reference_record(config, _obs(name))
+        record = _reference_record(config, fixture_observation(name))
         messages.append(_reference_user(config.observation_type, record, current=True))
         sent.append(messages)
         records.append(record)
@@ -137,7 +130,7 @@ def test_messages_match_the_reference_turn_by_turn(kind: str, history: int) -> N
     expected = _reference_episode(config, "Save the file")
     state = AgentState()
     for step, (name, reply) in enumerate(zip(EPISODE, REPLIES, strict=True)):
-        request = prepare_step(config, state, "Save the file", _obs(name))
+        request = prepare_step(config, state, "Save the file", fixture_observation(name))
         assert render_openai_chat(request.messages, config.model) == expected[step]
         state, _ = complete_step(config, state, request, reply)
     assert len(state) == len(EPISODE)
@@ -146,7 +139,7 @@ def test_messages_match_the_reference_turn_by_turn(kind: str, history: int) -> N
 def test_computer_use_preview_part_types() -> None:
     """computer-use-preview gets input_text / input_image parts, other models text / image_url."""
     config = AgentConfig(model="computer-use-preview", observation_type="screenshot")
-    request = prepare_step(config, AgentState(), "t", _obs("mousepad_notes"))
+    request = prepare_step(config, AgentState(), "t", fixture_observation("mousepad_notes"))
     user = render_openai_chat(request.messages, config.model)[-1]["content"]
     assert [p["type"] for p in user] == ["input_text", "input_image"]
     assert user[1]["image_url"].startswith("data:image/png;base64,")
@@ -155,19 +148,19 @@ def test_computer_use_preview_part_types() -> None:
 def test_unparseable_computer_13_reply_keeps_lengths() -> None:
     """A computer_13 reply with no JSON records None actions and an empty thought."""
     config = AgentConfig(observation_type="a11y_tree")
-    request = prepare_step(config, AgentState(), "t", _obs("mousepad_notes"))
+    request = prepare_step(config, AgentState(), "t", fixture_observation("mousepad_notes"))
     state, actions = complete_step(config, AgentState(), request, "I am not sure what to do.")
     assert actions is None
     assert state.actions == (None,)
     assert state.thoughts == ("",)
-    follow = prepare_step(config, state, "t", _obs("mousepad_notes"))
+    follow = prepare_step(config, state, "t", fixture_observation("mousepad_notes"))
     assert follow.messages[2].text == "No valid action"
 
 
 def test_som_actions_get_tag_variables() -> None:
     """A som reply's code is prefixed with the tag_N centres of this step's marks."""
     config = AgentConfig(observation_type="som", action_space="pyautogui")
-    request = prepare_step(config, AgentState(), "t", _obs("mousepad_notes"))
+    request = prepare_step(config, AgentState(), "t", fixture_observation("mousepad_notes"))
     assert request.masks
     _, actions = complete_step(
         config, AgentState(), request, "```python\npyautogui.click(tag_1)\n```"
@@ -184,7 +177,10 @@ def test_prepare_step_checks_the_observation() -> None:
     config = AgentConfig(observation_type="screenshot_a11y_tree")
     with pytest.raises(ValueError, match="accessibility_tree"):
         prepare_step(
-            config, AgentState(), "t", {"screenshot": _obs("mousepad_notes")["screenshot"]}
+            config,
+            AgentState(),
+            "t",
+            {"screenshot": fixture_observation("mousepad_notes")["screenshot"]},
         )
     with pytest.raises(ValueError, match="screenshot"):
         prepare_step(config, AgentState(), "t", Observation(accessibility_tree="<a/>"))
@@ -193,7 +189,7 @@ def test_prepare_step_checks_the_observation() -> None:
 def test_returned_actions_are_not_the_stored_ones() -> None:
     """Mutating the returned action dicts leaves the recorded state untouched."""
     config = AgentConfig(observation_type="a11y_tree")
-    request = prepare_step(config, AgentState(), "t", _obs("xfce4_terminal_shell"))
+    request = prepare_step(config, AgentState(), "t", fixture_observation("xfce4_terminal_shell"))
     reply = '```json\n{"action_type": "TYPING", "text": "ls"}\n```'
     state, actions = complete_step(config, AgentState(), request, reply)
     assert actions is not None
