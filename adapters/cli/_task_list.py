@@ -83,6 +83,14 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
         "ray://HOST:10001), --workers actors each with its own environment; needs "
         "pip install 'osharm-core[ray]' and an --out every node sees",
     )
+    run.add_argument(
+        "--ray-cpus-per-worker",
+        type=float,
+        default=1.0,
+        metavar="CPUS",
+        help="with --ray: the CPUs each worker actor asks Ray for (default 1; a fraction such "
+        "as 0.25 fits more workers on a node when episodes mostly wait on a remote model)",
+    )
 
 
 def replay_env(observations: Path, task: OsworldTask) -> Env:
@@ -237,6 +245,7 @@ def run_task_list_command(
                 make_env=factories * args.workers if len(factories) == 1 else factories,
                 max_steps=args.max_steps,
                 actors=args.workers,
+                cpus_per_actor=args.ray_cpus_per_worker,
                 address=args.ray,
                 episode_timeout=args.episode_timeout,
                 requests_per_minute=args.requests_per_minute,

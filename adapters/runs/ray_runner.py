@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from adapters.accounting.budget import Budget
 from adapters.engine.limits import DEFAULT_MAX_PAUSE, RateLimiter
@@ -45,6 +45,9 @@ from adapters.runs.tasks import (
 )
 from adapters.trajectories.osharm import result_folder
 from osharm_core import AgentConfig, ConfigError
+
+#: How long the driver waits for a first actor to start before it gives up.
+DEFAULT_START_TIMEOUT: Final = 300.0
 
 
 def _ray() -> Any:
@@ -141,6 +144,10 @@ class EpisodeActor:
         self.limiter, self.episode_caps = limiter, episode_caps
         self.continue_unfinished = continue_unfinished
 
+    def ready(self) -> bool:
+        """True once the actor runs (the driver hands it tasks only then)."""
+        return True
+
     def run(self, task: OsworldTask) -> TaskOutcome:
         """One task (skipped when its folder is finished), as `arun_task` runs it."""
         return asyncio.run(
@@ -165,6 +172,17 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+def _cpu_share(value: object) -> float:
+    """A Ray CPU request: a fraction in (0, 1] or a whole number (what Ray accepts)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"cpus_per_actor must be a number; got {value!r}")
+    if not (0 < value <= 1 or (value > 1 and float(value).is_integer())):
+        raise ConfigError(
+            f"cpus_per_actor must be a fraction in (0, 1] or a whole number; got {value!r}"
+        )
+    return float(value)
+
+
 def run_task_list_on_ray(
     tasks: Sequence[OsworldTask],
     *,
@@ -174,6 +192,8 @@ def run_task_list_on_ray(
     make_env: Callable[[OsworldTask], Any] | Sequence[Callable[[OsworldTask], Any]],
     max_steps: int,
     actors: int = 2,
+    cpus_per_actor: float = 1.0,
+    start_timeout: float = DEFAULT_START_TIMEOUT,
     address: str | None = None,
     episode_timeout: float | None = None,
     requests_per_minute: float | None = None,
@@ -201,8 +221,20 @@ def run_task_list_on_ray(
     driver adds each ended episode's usage to the run's totals and stops
     handing out tasks once a run cap is reached (those are `stopped`; the
     episodes already running finish).
+
+    Each actor asks Ray for `cpus_per_actor` CPUs (default 1; an episode
+    that mostly waits on a remote model and VM needs far less, e.g. 0.25).
+    An actor gets tasks only once Ray has started it, so a cluster with room
+    for fewer actors than asked runs on those it has (more join as it
+    grows); when none has started after `start_timeout` seconds the run
+    stops with a `ConfigurationError` instead of waiting forever.
     """
     count = _positive("actors", actors)
+    share = _cpu_share(cpus_per_actor)
+    if isinstance(start_timeout, bool) or not isinstance(start_timeout, int | float):
+        raise ConfigError(f"start_timeout must be a number of seconds; got {start_timeout!r}")
+    if not start_timeout > 0:
+        raise ConfigError(f"start_timeout must be > 0; got {start_timeout!r}")
     factories = [make_env] * count if callable(make_env) else list(make_env)
     if len(factories) != count:
         raise ConfigError(f"make_env gives {len(factories)} factories for {count} actors")
@@ -235,7 +267,7 @@ def run_task_list_on_ray(
             )
             spawned.append(holder)
             limiter = RayLimiter(holder)
-        worker = ray.remote(num_cpus=1)(EpisodeActor)
+        worker = ray.remote(num_cpus=share)(EpisodeActor)
         for factory in factories:
             spawned.append(
                 worker.remote(
@@ -251,9 +283,8 @@ def run_task_list_on_ray(
                 )
             )
         workers = spawned[-len(factories) :]
-        _drive(
-            ray, tasks, pending, workers, outcomes, hears, report, _Stop(config, result_dir, budget)
-        )
+        stop = _Stop(config, result_dir, budget)
+        _drive(ray, tasks, pending, workers, outcomes, hears, report, stop, start_timeout, share)
     finally:
         for actor in spawned:
             ray.kill(actor)
@@ -299,11 +330,15 @@ def _drive(
     hears: RunListener,
     report: Callable[[TaskOutcome], None],
     stop: _Stop,
+    start_timeout: float,
+    share: float,
 ) -> None:
-    """Keep every actor busy with the next unfinished task until none is left."""
+    """Keep every started actor busy with the next unfinished task until none is left."""
     queue = list(reversed(pending))
-    idle = list(workers)
+    starting = {actor.ready.remote(): actor for actor in workers}
+    idle: list[Any] = []
     running: dict[Any, tuple[int, Any]] = {}
+    waiting_since = time.monotonic()
     while queue or running:
         while queue and idle:
             index = queue.pop()
@@ -316,10 +351,21 @@ def _drive(
             actor = idle.pop()
             hears.started(tasks[index])
             running[actor.run.remote(tasks[index])] = (index, actor)
-        if not running:
+        if not running and not queue:
             break
-        ready, _ = ray.wait(list(running), num_returns=1)
+        # Started actors are idle or busy, so with nothing running none has started yet.
+        timeout = None if running else max(0.0, waiting_since + start_timeout - time.monotonic())
+        ready, _ = ray.wait([*running, *starting], num_returns=1, timeout=timeout)
+        if not ready:
+            raise ConfigurationError(
+                f"no Ray actor started within {start_timeout:g} s: the cluster has no room "
+                f"for an actor asking {share:g} CPU(s) (see cpus_per_actor)"
+            )
         for ref in ready:
+            if ref in starting:
+                ray.get(ref)  # an actor that failed to start raises here
+                idle.append(starting.pop(ref))
+                continue
             index, actor = running.pop(ref)
             idle.append(actor)
             outcome: TaskOutcome = ray.get(ref)
@@ -329,4 +375,10 @@ def _drive(
             report(outcome)
 
 
-__all__ = ["EpisodeActor", "LimiterActor", "RayLimiter", "run_task_list_on_ray"]
+__all__ = [
+    "DEFAULT_START_TIMEOUT",
+    "EpisodeActor",
+    "LimiterActor",
+    "RayLimiter",
+    "run_task_list_on_ray",
+]

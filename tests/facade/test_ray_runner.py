@@ -13,11 +13,12 @@ from adapters.accounting import Budget
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.engine.limits import Limiter
+from adapters.errors import ConfigurationError
 from adapters.registry import REGISTRY
 from adapters.runs import OsworldTask, is_finished, load_task_list
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
-from osharm_core import AgentConfig
+from osharm_core import AgentConfig, ConfigError
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
 from tests.facade.helpers import observation_folder, write_task_list
 
@@ -135,6 +136,7 @@ def test_the_cli_runs_a_task_list_with_ray(
         "--workers", "2",
         "--domain", "chrome",
         "--ray", "auto",
+        "--ray-cpus-per-worker", "0.5",
     ]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -146,7 +148,8 @@ def test_budgets_hold_on_ray_episode_caps_in_the_actors_run_cap_at_the_driver(
     cluster: None, model_server: LoopbackServer, tmp_path: Path
 ) -> None:
     """Each episode stops at its token cap in its actor; the driver stops handing out tasks
-    once the run's cap is reached (14 tokens a step: two episodes run at once, then one more)."""
+    once the run's cap is reached. 14 tokens a step: the cap is reached when the second
+    episode ends; how many more were already running depends on when the actors started."""
     meta, examples = _task_list(tmp_path)
     desktop = observation_folder(tmp_path / "obs")
     budget = Budget(max_episode_tokens=14, max_run_tokens=20)
@@ -160,9 +163,57 @@ def test_budgets_hold_on_ray_episode_caps_in_the_actors_run_cap_at_the_driver(
         actors=2,
         budget=budget,
     )
-    assert [o.status for o in result] == ["finished", "finished", "finished", "stopped"]
-    assert all("ended early" in o.detail for o in result[:3])
-    assert "run budget exceeded" in result[3].detail
-    assert result.summary.steps == 3
-    assert result.summary.stopped == 1
-    assert budget.run_totals.tokens == 3 * 14
+    statuses = [o.status for o in result]
+    ran = statuses.count("finished")
+    assert ran in (2, 3)
+    assert statuses == ["finished"] * ran + ["stopped"] * (4 - ran)
+    assert all("ended early" in o.detail for o in result[:ran])
+    assert all("run budget exceeded" in o.detail for o in result[ran:])
+    assert result.summary.steps == ran
+    assert result.summary.stopped == 4 - ran
+    assert budget.run_totals.tokens == ran * 14
+
+
+def test_more_actors_than_the_cluster_has_room_for_run_on_those_that_start(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """Three one-CPU actors on two CPUs: the third never starts and is never handed a task
+    (it used to take one and the run waited for it forever)."""
+    meta, examples = _task_list(tmp_path)
+    desktop = observation_folder(tmp_path / "obs")
+    result = run_task_list_on_ray(
+        load_task_list(meta, examples),
+        config=CONFIG,
+        result_dir=tmp_path / "results",
+        make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
+        make_env=functools.partial(make_env, desktop),
+        max_steps=5,
+        actors=3,
+    )
+    assert [o.status for o in result] == ["finished"] * 4
+
+
+def test_a_cpu_share_fits_more_actors_and_one_too_big_is_refused_not_awaited(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    meta, examples = _task_list(tmp_path)
+    desktop = observation_folder(tmp_path / "obs")
+    common: dict[str, Any] = {
+        "config": CONFIG,
+        "make_agent": functools.partial(make_agent, model_server.base_url + "/v1"),
+        "make_env": functools.partial(make_env, desktop),
+        "max_steps": 5,
+        "actors": 4,
+    }
+    tasks = load_task_list(meta, examples)
+    result = run_task_list_on_ray(
+        tasks, result_dir=tmp_path / "shared", cpus_per_actor=0.25, **common
+    )
+    assert [o.status for o in result] == ["finished"] * 4
+    with pytest.raises(ConfigurationError, match=r"no Ray actor started within 2 s.*4 CPU"):
+        run_task_list_on_ray(
+            tasks, result_dir=tmp_path / "big", cpus_per_actor=4, start_timeout=2, **common
+        )
+    for bad in (1.5, 0, -1, True, "1"):
+        with pytest.raises(ConfigError, match="cpus_per_actor"):
+            run_task_list_on_ray(tasks, result_dir=tmp_path / "x", cpus_per_actor=bad, **common)
