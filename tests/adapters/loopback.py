@@ -18,7 +18,8 @@ closes), which keeps its CPU time out of a benchmark's measurements.
   bytes, `declared_length=` a Content-Length that lies, and `stream=` a
   function giving body chunks made on the fly (sent with no length, the
   connection closed after them, so a huge body never sits in memory).
-* `server.requests` is every request received, in order.
+* `server.requests` is every request received, in order (none are kept with
+  `keep_requests=False`, as in a script's long benchmark runs).
 """
 
 from __future__ import annotations
@@ -116,8 +117,9 @@ def openai_error(status: int, message: str, *, code: str | None = None, kind: st
 class LoopbackServer:
     """A threading HTTP server on 127.0.0.1 with routes and a queue of scripted replies."""
 
-    def __init__(self, *, default_delay: float = 0.0) -> None:
+    def __init__(self, *, default_delay: float = 0.0, keep_requests: bool = True) -> None:
         self.default_delay = default_delay
+        self.keep_requests = keep_requests
         self._lock = threading.Lock()
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         self._queue: deque[tuple[re.Pattern[str] | None, Reply]] = deque()
@@ -164,7 +166,8 @@ class LoopbackServer:
     def dispatch(self, received: Received) -> Reply:
         """The reply for `received`: the first matching queued reply, else the route's."""
         with self._lock:
-            self._requests.append(received)
+            if self.keep_requests:
+                self._requests.append(received)
             for index, (pattern, reply) in enumerate(self._queue):
                 if pattern is None or pattern.search(received.path):
                     del self._queue[index]
@@ -285,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--reply", help="the chat completions' text (default: a canned one)")
     args = parser.parse_args(argv)
-    with LoopbackServer(default_delay=args.delay) as server:
+    # Nobody reads a script's requests back: keeping them would hold every body received.
+    with LoopbackServer(default_delay=args.delay, keep_requests=False) as server:
         if args.reply is not None:
             reply = Reply(200, chat_completion(args.reply), delay=args.delay)
             server.route("POST", r".*/chat/completions", lambda _: reply)
