@@ -680,3 +680,12 @@ def request_bodies() -> st.SearchStrategy[object]:
         ),
         max_leaves=12,
     )
+
+
+# --- VM server setup steps and computer_13 code (tests/facade/test_vm_setup.py) -------------
+
+#: Valid computer_13 actions whose TYPING text is anything at all: quotes, backslashes,
+#: newlines, backticks, control characters, odd Unicode.
+vm_computer_13_actions = computer_13_actions | st.builds(
+    lambda text: {"action_type": "TYPING", "text": text}, any_text
+)

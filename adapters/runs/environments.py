@@ -22,7 +22,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 import httpx
 
 from adapters.errors import EnvironmentFailure
+from adapters.runs.computer_13 import action_word, computer_13_code
 from osharm_core import Action
+from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 Observation = dict[str, Any]
 StepResult = tuple[Observation, float, bool, dict[str, Any]]
@@ -167,10 +169,13 @@ class OSWorldServerEnv:
     Observations come from `GET /screenshot` (PNG bytes) and
     `GET /accessibility` (`{"AT": xml}`); a pyautogui action runs through
     `POST /execute` (`{"command": ["python", "-c", code], "shell": false}`)
-    after OSWorld's prefix; WAIT sleeps `pause` seconds, DONE and FAIL end the
-    episode without running anything. `evaluate()` is `None`: OSWorld's
-    evaluators run host-side in `DesktopEnv`. A task whose config has setup
-    steps (downloads, app launches) needs `DesktopEnv` (wrap it in
+    after OSWorld's prefix, and so does a computer_13 action, turned into the
+    pyautogui calls OSWorld's controller makes for it (`computer_13_code`;
+    an action outside the vocabulary, or off a `screen_size` screen, is an
+    `EnvironmentFailure`). WAIT sleeps `pause` seconds, DONE and FAIL end the
+    episode without running anything (as words or as computer_13 dicts).
+    `evaluate()` is `None`: OSWorld's evaluators run host-side in `DesktopEnv`.
+    A task whose config has setup steps (downloads, app launches) needs `DesktopEnv` (wrap it in
     `DesktopEnvAdapter`): this client refuses them rather than skip them. Any
     failed or malformed answer is an `EnvironmentFailure`.
 
@@ -191,8 +196,10 @@ class OSWorldServerEnv:
         sleep: Callable[[float], None] | None = None,
         recording: str | os.PathLike[str] | None = None,
         max_recording_bytes: int = DEFAULT_MAX_RECORDING_BYTES,
+        screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.screen_size = screen_size
         self.recording = None if recording is None else Path(recording)
         self.max_recording_bytes = max_recording_bytes
         self._recording_started = False
@@ -288,17 +295,23 @@ class OSWorldServerEnv:
         return answer if isinstance(answer, dict) else {"output": answer}
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
-        """Run one pyautogui action (or WAIT / DONE / FAIL); the observation after it."""
-        if not isinstance(action, str):
-            raise EnvironmentFailure(
-                "OSWorldServerEnv runs pyautogui actions; computer_13 actions need DesktopEnv"
-            )
-        if action in ("DONE", "FAIL"):
-            return self.observe(), 0.0, True, {"action": action}
-        if action == "WAIT":
+        """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation after it."""
+        word = action_word(action)
+        if word in ("DONE", "FAIL"):
+            return self.observe(), 0.0, True, {"action": word}
+        if word == "WAIT":
             self._sleep(pause)
-            return self.observe(), 0.0, False, {"action": action}
-        result = self.execute(action)
+            return self.observe(), 0.0, False, {"action": word}
+        if isinstance(action, str):
+            code = action
+        elif isinstance(action, Mapping):
+            code = computer_13_code(action, screen_size=self.screen_size)
+        else:
+            raise EnvironmentFailure(
+                f"step: an action is pyautogui code or a computer_13 object, "
+                f"not {type(action).__name__}"
+            )
+        result = self.execute(code)
         if pause:
             self._sleep(pause)
         return self.observe(), 0.0, False, {"execute": result}
