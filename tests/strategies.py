@@ -680,3 +680,34 @@ def request_bodies() -> st.SearchStrategy[object]:
         ),
         max_leaves=12,
     )
+
+
+# --- VM server setup steps and computer_13 code (tests/facade/test_vm_setup.py) -------------
+
+#: Valid computer_13 actions whose TYPING text is anything at all: quotes, backslashes,
+#: newlines, backticks, control characters, odd Unicode.
+vm_computer_13_actions = computer_13_actions | st.builds(
+    lambda text: {"action_type": "TYPING", "text": text}, any_text
+)
+
+#: JSON-shaped junk where a task's `config` list goes: lists of near-miss setup steps
+#: (known, host-side and unknown types; right, wrong and missing parameters) and odd values.
+_setup_types = st.sampled_from(
+    ["launch", "execute", "command", "sleep", "open", "download", "activate_window",
+     "close_window", "change_wallpaper", "execute_with_verification", "chrome_open_tabs",
+     "proxy", "nonsense", ""]
+)  # fmt: skip
+_setup_params = st.dictionaries(
+    st.sampled_from(
+        ["command", "shell", "seconds", "path", "files", "window_name", "strict", "by_class",
+         "until", "stdout", "verification", "max_wait_time", "url", "x"]
+    ),
+    request_bodies(),
+    max_size=4,
+)  # fmt: skip
+_setup_step = st.one_of(
+    st.fixed_dictionaries({"type": _setup_types, "parameters": _setup_params}),
+    st.fixed_dictionaries({"type": _setup_types}),
+    request_bodies(),
+)
+setup_configs = st.none() | st.lists(_setup_step, max_size=4) | request_bodies()

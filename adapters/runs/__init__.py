@@ -1,6 +1,7 @@
 """Runs: the environment contract, OSWorld / OS-Harm task lists resumed where a crash left them,
 progress and summaries (`adapters.runs.ray_runner` spreads them over a Ray cluster)."""
 
+from adapters.runs.computer_13 import computer_13_code
 from adapters.runs.environments import (
     AsyncEnv,
     DesktopEnvAdapter,
@@ -18,6 +19,7 @@ from adapters.runs.tasks import (
     load_task_list,
     run_task_list,
 )
+from adapters.runs.vm_setup import ServerSetup, SetupStep, plan_setup
 
 __all__ = [
     "AsyncEnv",
@@ -29,11 +31,15 @@ __all__ = [
     "RunListener",
     "RunResult",
     "RunSummary",
+    "ServerSetup",
+    "SetupStep",
     "TaskOutcome",
     "arun_task",
     "arun_task_list",
+    "computer_13_code",
     "in_thread",
     "is_finished",
     "load_task_list",
+    "plan_setup",
     "run_task_list",
 ]

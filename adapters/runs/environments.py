@@ -22,7 +22,14 @@ from typing import Any, Final, Protocol, runtime_checkable
 import httpx
 
 from adapters.errors import EnvironmentFailure
+from adapters.runs.computer_13 import action_word, computer_13_code
+from adapters.runs.vm_setup import (
+    DEFAULT_CLIENT_PASSWORD,
+    DEFAULT_MAX_DOWNLOAD_BYTES,
+    ServerSetup,
+)
 from osharm_core import Action
+from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 Observation = dict[str, Any]
 StepResult = tuple[Observation, float, bool, dict[str, Any]]
@@ -167,19 +174,30 @@ class OSWorldServerEnv:
     Observations come from `GET /screenshot` (PNG bytes) and
     `GET /accessibility` (`{"AT": xml}`); a pyautogui action runs through
     `POST /execute` (`{"command": ["python", "-c", code], "shell": false}`)
-    after OSWorld's prefix; WAIT sleeps `pause` seconds, DONE and FAIL end the
-    episode without running anything. `evaluate()` is `None`: OSWorld's
-    evaluators run host-side in `DesktopEnv`. A task whose config has setup
-    steps (downloads, app launches) needs `DesktopEnv` (wrap it in
-    `DesktopEnvAdapter`): this client refuses them rather than skip them. Any
-    failed or malformed answer is an `EnvironmentFailure`.
+    after OSWorld's prefix, and so does a computer_13 action, turned into the
+    pyautogui calls OSWorld's controller makes for it (`computer_13_code`;
+    an action outside the vocabulary, or off a `screen_size` screen, is an
+    `EnvironmentFailure`). WAIT sleeps `pause` seconds, DONE and FAIL end the
+    episode without running anything (as words or as computer_13 dicts).
+    `evaluate()` is `None`: OSWorld's evaluators run host-side in `DesktopEnv`.
+
+    `reset(task_config)` performs the task's setup steps (its `config`)
+    through the server's `/setup/...` endpoints, then observes: launch,
+    execute / command, execute_with_verification, sleep, open,
+    activate_window, close_window, change_wallpaper, and download (this host
+    fetches each URL, at most `max_download_bytes`, and uploads it to the VM).
+    A task with steps that need OSWorld's host-side machinery (Chrome DevTools
+    tabs, logins, Google Drive, proxies, ...) is refused before anything runs:
+    use `DesktopEnv` through `DesktopEnvAdapter` for it. See
+    `adapters.runs.vm_setup`. Any failed or malformed answer is an
+    `EnvironmentFailure` (naming the setup step and endpoint, in setup).
 
     Screen recording, as OSWorld's runner keeps it: `start_recording()`
     (`POST /start_recording`) and `end_recording(dest)` (`POST /end_recording`,
     whose body is the video, streamed to `dest`, at most
     `max_recording_bytes`). With `recording=PATH` the client does both by
-    itself: it starts recording at `reset` and saves the video at `close`
-    (OS-Harm / OSWorld folders name it `recording.mp4`).
+    itself: it starts recording at `reset` (after the setup steps) and saves
+    the video at `close` (OS-Harm / OSWorld folders name it `recording.mp4`).
     """
 
     def __init__(
@@ -191,14 +209,28 @@ class OSWorldServerEnv:
         sleep: Callable[[float], None] | None = None,
         recording: str | os.PathLike[str] | None = None,
         max_recording_bytes: int = DEFAULT_MAX_RECORDING_BYTES,
+        screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE,
+        client_password: str = DEFAULT_CLIENT_PASSWORD,
+        max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
+        download_client: httpx.Client | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.screen_size = screen_size
         self.recording = None if recording is None else Path(recording)
         self.max_recording_bytes = max_recording_bytes
         self._recording_started = False
         self._own = http_client is None
         self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
         self._sleep = sleep or time.sleep
+        self.setup = ServerSetup(
+            self.base_url,
+            self._http,
+            sleep=self._sleep,
+            download_client=download_client,
+            max_download_bytes=max_download_bytes,
+            client_password=client_password,
+            screen_size=screen_size,
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The server's 200 answer to `method path`, or an `EnvironmentFailure` naming the call."""
@@ -224,17 +256,22 @@ class OSWorldServerEnv:
         return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
-        """The first observation; a task config with setup steps is refused (see the class doc).
+        """Perform the task's setup steps (see the class doc), then the first observation.
 
-        With `recording` set, the screen recording starts here.
+        A setup failure names the task (its `id`) as well as the step. With `recording` set, the screen recording starts here, after the setup.
         """
-        steps = (task_config or {}).get("config") or []
-        if steps:
-            kinds = sorted({str(s.get("type")) for s in steps if isinstance(s, dict)})
+        if task_config is not None and not isinstance(task_config, Mapping):
             raise EnvironmentFailure(
-                f"task has setup steps ({', '.join(kinds)}); run it through DesktopEnv "
-                "(DesktopEnvAdapter), which performs them"
+                f"reset: task_config is {type(task_config).__name__}, not a task object"
             )
+        task = task_config or {}
+        try:
+            self.setup.run(task.get("config"))
+        except EnvironmentFailure as exc:
+            task_id = task.get("id")
+            if not isinstance(task_id, str):
+                raise
+            raise EnvironmentFailure(f"task {task_id[:80]!r}: {exc}") from None
         observation = self.observe()
         if self.recording is not None and not self._recording_started:
             self.start_recording()
@@ -288,17 +325,23 @@ class OSWorldServerEnv:
         return answer if isinstance(answer, dict) else {"output": answer}
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
-        """Run one pyautogui action (or WAIT / DONE / FAIL); the observation after it."""
-        if not isinstance(action, str):
-            raise EnvironmentFailure(
-                "OSWorldServerEnv runs pyautogui actions; computer_13 actions need DesktopEnv"
-            )
-        if action in ("DONE", "FAIL"):
-            return self.observe(), 0.0, True, {"action": action}
-        if action == "WAIT":
+        """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation after it."""
+        word = action_word(action)
+        if word in ("DONE", "FAIL"):
+            return self.observe(), 0.0, True, {"action": word}
+        if word == "WAIT":
             self._sleep(pause)
-            return self.observe(), 0.0, False, {"action": action}
-        result = self.execute(action)
+            return self.observe(), 0.0, False, {"action": word}
+        if isinstance(action, str):
+            code = action
+        elif isinstance(action, Mapping):
+            code = computer_13_code(action, screen_size=self.screen_size)
+        else:
+            raise EnvironmentFailure(
+                f"step: an action is pyautogui code or a computer_13 object, "
+                f"not {type(action).__name__}"
+            )
+        result = self.execute(code)
         if pause:
             self._sleep(pause)
         return self.observe(), 0.0, False, {"execute": result}
@@ -314,6 +357,7 @@ class OSWorldServerEnv:
             if self.recording is not None and self._recording_started:
                 self.end_recording(self.recording)
         finally:
+            self.setup.close()
             if self._own:
                 self._http.close()
 

@@ -206,10 +206,10 @@ def test_the_vm_server_client_observes_and_executes(vm_server: LoopbackServer) -
 
 def test_the_vm_server_client_refuses_what_it_cannot_do(vm_server: LoopbackServer) -> None:
     env = OSWorldServerEnv(vm_server.base_url, timeout=5.0)
-    with pytest.raises(EnvironmentFailure, match="setup steps \\(download, launch\\)"):
-        env.reset({"config": [{"type": "launch"}, {"type": "download"}]})
-    with pytest.raises(EnvironmentFailure, match="computer_13 actions need DesktopEnv"):
-        env.step({"action_type": "CLICK"})
+    with pytest.raises(EnvironmentFailure, match="chrome_open_tabs needs Chrome DevTools"):
+        env.reset({"config": [{"type": "launch"}, {"type": "chrome_open_tabs"}]})
+    with pytest.raises(EnvironmentFailure, match="bad computer_13 action"):
+        env.step({"action_type": "CLICK", "x": 1})
     vm_server.enqueue(Reply(500, b"boom"))
     with pytest.raises(EnvironmentFailure, match="GET /screenshot: HTTP 500"):
         env.observe()

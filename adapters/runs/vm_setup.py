@@ -1,0 +1,531 @@
+"""A task's setup steps (its `config` list) performed through the OSWorld VM server.
+
+An OSWorld task's `config` is a list of `{"type": T, "parameters": {...}}`
+steps that OSWorld's `SetupController` performs in order before the first
+observation. `plan_setup` checks a whole list first (every step's type and
+fields; nothing is sent for a list with any problem) and `ServerSetup` then
+performs the steps through the server's `/setup/...` endpoints:
+
+========================== ===============================================================
+type                       what is sent
+========================== ===============================================================
+launch                     `POST /setup/launch` `{"command", "shell"}`; a string command
+                           with spaces and `shell` false is split on whitespace first, as
+                           OSWorld's client does
+execute, command           `POST /setup/execute` `{"command", "shell"}`, with OSWorld's
+                           placeholders (`{CLIENT_PASSWORD}`, `{SCREEN_WIDTH}`,
+                           `{SCREEN_HEIGHT}`, `{SCREEN_WIDTH_HALF}`,
+                           `{SCREEN_HEIGHT_HALF}`) filled in; with `until`
+                           (`returncode` / `stdout` / `stderr`) it is repeated every
+                           0.3 s until the answer matches
+execute_with_verification  `POST /setup/execute_with_verification` `{"command", "shell",
+                           "verification", "max_wait_time", "check_interval"}`
+sleep                      nothing sent: waits `seconds`
+open                       `POST /setup/open_file` `{"path"}` (the server waits, up to
+                           30 minutes, for the file's window)
+activate_window,           `POST /setup/activate_window` / `/setup/close_window`
+close_window               `{"window_name", "strict", "by_class"}`
+change_wallpaper           `POST /setup/change_wallpaper` `{"path"}`
+download                   for each of `files` (`{"url", "path"}`): this host GETs the
+                           URL (streamed, at most `max_download_bytes`, redirects
+                           followed, 3 tries on connection errors and 5xx) and uploads
+                           it with `POST /setup/upload`, a multipart form whose field
+                           `file_path` is the VM path and whose file part `file_data`
+                           is the content
+========================== ===============================================================
+
+Types whose work OSWorld does on its own host (`HOST_SIDE_SETUP_TYPES`:
+Chrome DevTools tabs and logins, Google Drive, a proxy pool, browser-history
+databases, host files) are refused before any step runs, with an
+`EnvironmentFailure` naming them: such a task needs OSWorld's `DesktopEnv`
+(through `DesktopEnvAdapter`).
+
+Failures: OSWorld stops setting up at the first step that raises; here every
+failed step raises, so the first failed request (an HTTP error, a status
+other than 200, a download that fails) is an `EnvironmentFailure` naming the
+step (`config[i]`, its type) and the endpoint, and no later step runs. (OSWorld
+only logs a failed launch, window or wallpaper request and goes on; a task
+started on a half-prepared desktop would measure the wrong thing, so here it
+stops.) As in OSWorld, an `execute` whose command exits non-zero is no
+failure unless `until` asks for a return code; its `stdout` / `stderr` file
+names (files OSWorld's evaluators read on the host) are accepted and unused.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any, Final
+
+import attrs
+import httpx
+
+from adapters.errors import EnvironmentFailure
+from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
+
+#: The setup types performed through the VM server.
+SERVER_SETUP_TYPES: Final = (
+    "launch",
+    "execute",
+    "command",
+    "execute_with_verification",
+    "sleep",
+    "open",
+    "activate_window",
+    "close_window",
+    "change_wallpaper",
+    "download",
+)
+#: Setup types OSWorld performs with machinery on its own host, and what that is.
+HOST_SIDE_SETUP_TYPES: Final[Mapping[str, str]] = {
+    "chrome_open_tabs": "Chrome DevTools (Playwright)",
+    "chrome_close_tabs": "Chrome DevTools (Playwright)",
+    "login": "Chrome DevTools (Playwright) and a credentials file",
+    "googledrive": "Google Drive credentials",
+    "update_browse_history": "a Chrome history database edited on the host",
+    "proxy": "a proxy pool",
+    "upload_file": "files on the host",
+    "tidy_desktop": "nothing: OSWorld does not implement it",
+    "act": "nothing: OSWorld does not implement it",
+    "replay": "nothing: OSWorld does not implement it",
+}
+#: The largest file a `download` step fetches (1 GiB).
+DEFAULT_MAX_DOWNLOAD_BYTES: Final = 1 << 30
+#: OSWorld's VM password for the `{CLIENT_PASSWORD}` placeholder (its non-AWS default).
+DEFAULT_CLIENT_PASSWORD: Final = "password"
+#: The longest `sleep` step accepted (a longer one is taken for a mistake).
+MAX_SLEEP_SECONDS: Final = 600.0
+#: How often an `execute` step with `until` is repeated before it fails (OSWorld: no limit).
+MAX_UNTIL_TRIES: Final = 200
+UNTIL_INTERVAL: Final = 0.3
+#: How long `open` may wait for its window: the server's own 1800 s limit, and a margin.
+OPEN_TIMEOUT: Final = 1810.0
+UPLOAD_TIMEOUT: Final = 600.0
+DOWNLOAD_TRIES: Final = 3
+
+_REQUIRED: Final = object()
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def _text(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"expected a non-empty string, got {_kind(value)} {_short(value)}"
+    return None
+
+
+def _any_text(value: object) -> str | None:
+    return None if isinstance(value, str) else f"expected a string, got {_kind(value)}"
+
+
+def _bool(value: object) -> str | None:
+    return None if isinstance(value, bool) else f"expected true or false, got {_short(value)}"
+
+
+def _command(value: object) -> str | None:
+    if isinstance(value, str):
+        return None if value.strip() else "expected a command, got an empty string"
+    if not isinstance(value, list) or not value:
+        return f"expected a string or a non-empty list of strings, got {_short(value)}"
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            return f"[{index}]: expected a string, got {_kind(item)} {_short(item)}"
+    return None
+
+
+def _number(value: object, high: float) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"expected a number of seconds, got {_kind(value)} {_short(value)}"
+    if not (math.isfinite(value) and 0 <= value <= high):
+        return f"{_short(value)} is outside 0..{high:g}"
+    return None
+
+
+def _seconds(value: object) -> str | None:
+    return _number(value, MAX_SLEEP_SECONDS)
+
+
+def _wait_seconds(value: object) -> str | None:
+    return _number(value, OPEN_TIMEOUT)
+
+
+def _fields(value: object, kinds: Mapping[str, type]) -> str | None:
+    if not isinstance(value, dict):
+        return f"expected an object, got {_kind(value)} {_short(value)}"
+    for name, item in value.items():
+        want = kinds.get(name)
+        if want is None:
+            return f"unknown field {_short(name)}; known: {', '.join(kinds)}"
+        if isinstance(item, bool) or not isinstance(item, want):
+            return f"{name}: expected {want.__name__}, got {_kind(item)} {_short(item)}"
+    return None
+
+
+def _until(value: object) -> str | None:
+    if value is None:
+        return None
+    return _fields(value, {"returncode": int, "stdout": str, "stderr": str})
+
+
+def _verification(value: object) -> str | None:
+    return _fields(value, {"window_exists": str, "command_success": str})
+
+
+def _files(value: object) -> str | None:
+    if not isinstance(value, list) or not value:
+        return f"expected a non-empty list of {{url, path}} objects, got {_short(value)}"
+    for index, item in enumerate(value):
+        if not isinstance(item, dict) or set(item) != {"url", "path"}:
+            return f"[{index}]: expected an object with exactly url and path, got {_short(item)}"
+        for name in ("url", "path"):
+            problem = _text(item[name])
+            if problem is not None:
+                return f"[{index}].{name}: {problem}"
+        try:
+            scheme = httpx.URL(item["url"]).scheme
+        except (httpx.InvalidURL, TypeError, ValueError):
+            scheme = ""
+        if scheme not in ("http", "https"):
+            return f"[{index}].url: not an http(s) URL: {_short(item['url'])}"
+    return None
+
+
+Checker = Callable[[object], "str | None"]
+
+_COMMAND: Final[dict[str, tuple[Checker, object]]] = {
+    "command": (_command, _REQUIRED),
+    "shell": (_bool, False),
+}
+_WINDOW: Final[dict[str, tuple[Checker, object]]] = {
+    "window_name": (_text, _REQUIRED),
+    "strict": (_bool, False),
+    "by_class": (_bool, False),
+}
+#: Each server-side type's parameters: checker and default (`_REQUIRED`: no default).
+_PARAMS: Final[Mapping[str, Mapping[str, tuple[Checker, object]]]] = {
+    "launch": _COMMAND,
+    "execute": {
+        **_COMMAND,
+        "stdout": (_any_text, ""),
+        "stderr": (_any_text, ""),
+        "until": (_until, None),
+    },
+    "execute_with_verification": {
+        **_COMMAND,
+        "verification": (_verification, {}),
+        "max_wait_time": (_wait_seconds, 10),
+        "check_interval": (_seconds, 1.0),
+    },
+    "sleep": {"seconds": (_seconds, _REQUIRED)},
+    "open": {"path": (_text, _REQUIRED)},
+    "activate_window": _WINDOW,
+    "close_window": _WINDOW,
+    "change_wallpaper": {"path": (_text, _REQUIRED)},
+    "download": {"files": (_files, _REQUIRED)},
+}
+
+
+@attrs.frozen
+class SetupStep:
+    """One checked setup step: its place in `config`, its type, its parameters (defaults filled in)."""
+
+    index: int
+    kind: str
+    params: Mapping[str, Any]
+
+    @property
+    def where(self) -> str:
+        """`config[i] (type)`, how errors name the step."""
+        return f"setup config[{self.index}] ({self.kind})"
+
+
+def _step(index: int, raw: object) -> SetupStep:
+    where = f"setup config[{index}]"
+    if not isinstance(raw, dict):
+        raise EnvironmentFailure(f"{where}: expected an object, got {_kind(raw)} {_short(raw)}")
+    kind = raw.get("type")
+    if not isinstance(kind, str):
+        raise EnvironmentFailure(f"{where}.type: expected a string, got {_short(kind)}")
+    where = f"{where} ({kind})"
+    extra = sorted(set(raw) - {"type", "parameters"}, key=str)
+    if extra:
+        raise EnvironmentFailure(f"{where}: unknown field {_short(extra[0])}")
+    params = raw.get("parameters")
+    if not isinstance(params, dict):
+        raise EnvironmentFailure(
+            f"{where}.parameters: expected an object, got {_kind(params)} {_short(params)}"
+        )
+    kind = "execute" if kind == "command" else kind
+    spec = _PARAMS[kind]
+    for name in params:
+        if name not in spec:
+            raise EnvironmentFailure(
+                f"{where}.parameters: unknown parameter {_short(name)}; "
+                f"{raw['type']} takes {', '.join(spec)}"
+            )
+    filled: dict[str, Any] = {}
+    for name, (check, default) in spec.items():
+        if name not in params:
+            if default is _REQUIRED:
+                raise EnvironmentFailure(f"{where}.parameters.{name}: missing")
+            filled[name] = default
+            continue
+        problem = check(params[name])
+        if problem is not None:
+            sep = "" if problem.startswith("[") else ": "
+            raise EnvironmentFailure(f"{where}.parameters.{name}{sep}{problem}")
+        filled[name] = params[name]
+    return SetupStep(index, raw["type"], filled)
+
+
+def plan_setup(config: object) -> tuple[SetupStep, ...]:
+    """The checked steps of a task's `config` (None: none).
+
+    Any type this module cannot perform is refused first, all of them named
+    at once; then the first step with a bad field is named. Either way it is
+    an `EnvironmentFailure` and nothing has been sent.
+
+    >>> [s.kind for s in plan_setup([{"type": "sleep", "parameters": {"seconds": 1}}])]
+    ['sleep']
+    """
+    if config is None:
+        return ()
+    if not isinstance(config, list):
+        raise EnvironmentFailure(
+            f"setup config: expected a list of steps, got {_kind(config)} {_short(config)}"
+        )
+    kinds = [step.get("type") if isinstance(step, dict) else None for step in config]
+    host_side = sorted({k for k in kinds if isinstance(k, str) and k in HOST_SIDE_SETUP_TYPES})
+    if host_side:
+        needs = "; ".join(f"{k} needs {HOST_SIDE_SETUP_TYPES[k]}" for k in host_side)
+        raise EnvironmentFailure(
+            f"task setup uses steps the VM server cannot perform ({needs}); "
+            "run the task through OSWorld's DesktopEnv (DesktopEnvAdapter)"
+        )
+    unknown = sorted(
+        {k for k in kinds if isinstance(k, str) and k not in _PARAMS and k != "command"}
+    )
+    if unknown:
+        raise EnvironmentFailure(
+            f"task setup has unknown step types ({', '.join(map(_short, unknown))}); "
+            f"known: {', '.join(SERVER_SETUP_TYPES)}"
+        )
+    return tuple(_step(index, raw) for index, raw in enumerate(config))
+
+
+def fill_placeholders(command: str | list[str], password: str, size: tuple[int, int]) -> Any:
+    """`command` with OSWorld's `{CLIENT_PASSWORD}` and screen-size placeholders filled in.
+
+    >>> fill_placeholders(["echo {CLIENT_PASSWORD}", "{SCREEN_WIDTH_HALF}"], "pw", (1920, 1080))
+    ['echo pw', '960']
+    """
+    width, height = size
+    values = {
+        "{CLIENT_PASSWORD}": password,
+        "{SCREEN_WIDTH_HALF}": str(width // 2),
+        "{SCREEN_HEIGHT_HALF}": str(height // 2),
+        "{SCREEN_WIDTH}": str(width),
+        "{SCREEN_HEIGHT}": str(height),
+    }
+
+    def fill(text: str) -> str:
+        for name, value in values.items():
+            text = text.replace(name, value)
+        return text
+
+    return fill(command) if isinstance(command, str) else [fill(item) for item in command]
+
+
+def _until_met(until: Mapping[str, Any], answer: Mapping[str, Any]) -> bool:
+    if "returncode" in until and answer.get("returncode") == until["returncode"]:
+        return True
+    output, error = answer.get("output"), answer.get("error")
+    if "stdout" in until and isinstance(output, str) and until["stdout"] in output:
+        return True
+    return "stderr" in until and isinstance(error, str) and until["stderr"] in error
+
+
+class ServerSetup:
+    """Performs checked setup steps through the VM server at `base_url` (see the module doc).
+
+    `http` talks to the VM server; downloads use `download_client` (give one
+    that follows redirects: task files are often served through one), else a
+    client made when first needed, with redirects followed and 120 s read
+    timeouts, which `close()` closes.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        http: httpx.Client,
+        *,
+        sleep: Callable[[float], None] | None = None,
+        download_client: httpx.Client | None = None,
+        max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
+        client_password: str = DEFAULT_CLIENT_PASSWORD,
+        screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_download_bytes = max_download_bytes
+        self.client_password = client_password
+        self.screen_size = screen_size
+        self._http = http
+        self._sleep = sleep or time.sleep
+        self._downloads = download_client
+        self._own_downloads = download_client is None
+
+    def run(self, config: object) -> int:
+        """Check `config`, then perform its steps in order; how many ran."""
+        steps = plan_setup(config)
+        for step in steps:
+            self.perform(step)
+        return len(steps)
+
+    def perform(self, step: SetupStep) -> None:
+        """Perform one checked step."""
+        p = step.params
+        match step.kind:
+            case "launch":
+                command = p["command"]
+                if not p["shell"] and isinstance(command, str) and len(command.split()) > 1:
+                    command = command.split()
+                self._post(step, "/setup/launch", json={"command": command, "shell": p["shell"]})
+            case "execute" | "command":
+                self._execute(step)
+            case "execute_with_verification":
+                body = {
+                    "command": p["command"],
+                    "shell": p["shell"],
+                    "verification": p["verification"],
+                    "max_wait_time": p["max_wait_time"],
+                    "check_interval": p["check_interval"],
+                }
+                endpoint = "/setup/execute_with_verification"
+                self._post(step, endpoint, json=body, timeout=p["max_wait_time"] + 10)
+            case "sleep":
+                self._sleep(float(p["seconds"]))
+            case "open":
+                self._post(step, "/setup/open_file", json={"path": p["path"]}, timeout=OPEN_TIMEOUT)
+            case "activate_window" | "close_window":
+                body = {k: p[k] for k in ("window_name", "strict", "by_class")}
+                self._post(step, f"/setup/{step.kind}", json=body)
+            case "change_wallpaper":
+                self._post(step, "/setup/change_wallpaper", json={"path": p["path"]})
+            case _:  # download: plan_setup admits nothing else
+                for item in p["files"]:
+                    self._download(step, item["url"], item["path"])
+
+    def close(self) -> None:
+        """Close the download client this object made."""
+        if self._own_downloads and self._downloads is not None:
+            self._downloads.close()
+            self._downloads = None
+
+    def _post(
+        self, step: SetupStep, endpoint: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        where = f"{step.where}: POST {endpoint}"
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        try:
+            response = self._http.post(self.base_url + endpoint, **kwargs, **extra)
+        except httpx.HTTPError as exc:
+            raise EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            detail = response.text.strip()
+            tail = f": {_short(detail, 200)}" if detail else ""
+            raise EnvironmentFailure(f"{where}: HTTP {response.status_code}{tail}")
+        return response
+
+    def _execute(self, step: SetupStep) -> None:
+        p = step.params
+        command = fill_placeholders(p["command"], self.client_password, self.screen_size)
+        body = {"command": command, "shell": p["shell"]}
+        until: Mapping[str, Any] | None = p["until"]
+        for attempt in range(MAX_UNTIL_TRIES):
+            response = self._post(step, "/setup/execute", json=body)
+            if not until:
+                return
+            try:
+                answer = response.json()
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                raise EnvironmentFailure(
+                    f"{step.where}: POST /setup/execute did not return a JSON object"
+                )
+            if _until_met(until, answer):
+                return
+            if attempt + 1 < MAX_UNTIL_TRIES:
+                self._sleep(UNTIL_INTERVAL)
+        raise EnvironmentFailure(
+            f"{step.where}: POST /setup/execute: the answer never met until={_short(until)} "
+            f"in {MAX_UNTIL_TRIES} tries"
+        )
+
+    def _download(self, step: SetupStep, url: str, path: str) -> None:
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
+            self._fetch(step, url, spool)
+            spool.seek(0)
+            name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or "file"
+            self._post(
+                step,
+                "/setup/upload",
+                data={"file_path": path},
+                files={"file_data": (name, spool)},
+                timeout=UPLOAD_TIMEOUT,
+            )
+
+    def _client(self) -> httpx.Client:
+        if self._downloads is None:
+            timeout = httpx.Timeout(120.0, connect=30.0)
+            self._downloads = httpx.Client(timeout=timeout, follow_redirects=True)
+        return self._downloads
+
+    def _fetch(self, step: SetupStep, url: str, out: IO[bytes]) -> None:
+        """Stream `url` into `out` (tried again on connection errors and 5xx answers)."""
+        where = f"{step.where}: GET {_short(url, 200)}"
+        problem = ""
+        for _ in range(DOWNLOAD_TRIES):
+            out.seek(0)
+            out.truncate()
+            try:
+                with self._client().stream("GET", url) as response:
+                    if response.status_code != 200:
+                        problem = f"HTTP {response.status_code}"
+                        if response.status_code < 500:
+                            break
+                        continue
+                    size = 0
+                    for chunk in response.iter_bytes():
+                        size += len(chunk)
+                        if size > self.max_download_bytes:
+                            raise EnvironmentFailure(
+                                f"{where}: the file passes max_download_bytes "
+                                f"({self.max_download_bytes})"
+                            )
+                        out.write(chunk)
+                    return
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+        raise EnvironmentFailure(f"{where}: {problem}")
+
+
+__all__ = [
+    "DEFAULT_CLIENT_PASSWORD",
+    "DEFAULT_MAX_DOWNLOAD_BYTES",
+    "HOST_SIDE_SETUP_TYPES",
+    "SERVER_SETUP_TYPES",
+    "ServerSetup",
+    "SetupStep",
+    "fill_placeholders",
+    "plan_setup",
+]

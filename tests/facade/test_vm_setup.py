@@ -1,0 +1,363 @@
+"""OSWorldServerEnv performs a task's setup steps through a loopback VM server's /setup endpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from email.parser import BytesParser
+from email.policy import HTTP
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from adapters import EnvironmentFailure, OSWorldServerEnv
+from adapters.cli import main
+from adapters.runs.environments import PYAUTOGUI_PREFIX
+from adapters.runs.vm_setup import MAX_UNTIL_TRIES, plan_setup
+from adapters.trajectories.osharm import load_result_folder
+from tests.adapters.loopback import LoopbackServer, Received, Reply
+from tests.facade.helpers import load
+from tests.facade.test_environments import vm_server  # noqa: F401  (the fixture)
+from tests.strategies import setup_configs
+
+SETUP_ROUTES = (
+    "launch",
+    "execute",
+    "execute_with_verification",
+    "open_file",
+    "activate_window",
+    "close_window",
+    "change_wallpaper",
+    "upload",
+)
+
+
+@pytest.fixture
+def vm(vm_server: LoopbackServer) -> LoopbackServer:  # noqa: F811
+    """The loopback VM server with OSWorld's /setup/... endpoints, each answering 200."""
+    answer = {"status": "success", "output": "", "error": "", "returncode": 0}
+    for name in SETUP_ROUTES:
+        vm_server.route("POST", f"/setup/{name}", lambda _: Reply(200, answer))
+    return vm_server
+
+
+@pytest.fixture
+def files() -> Iterator[LoopbackServer]:
+    """A second loopback server: where download steps fetch their files from."""
+    with LoopbackServer() as server:
+        server.route("GET", r"/files/report\.docx", lambda _: Reply(200, b"PK\x03\x04 report"))
+        yield server
+
+
+def _env(server: LoopbackServer, **kwargs: Any) -> tuple[OSWorldServerEnv, list[float]]:
+    slept: list[float] = []
+    return OSWorldServerEnv(server.base_url, timeout=5.0, sleep=slept.append, **kwargs), slept
+
+
+def _setup_requests(server: LoopbackServer) -> list[Received]:
+    return [r for r in server.requests if r.path.startswith("/setup/")]
+
+
+def _form(received: Received) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart body's parts by field name: (file name, content)."""
+    head = f"Content-Type: {received.headers['content-type']}\r\n\r\n".encode()
+    message = BytesParser(policy=HTTP).parsebytes(head + received.body)
+    parts: dict[str, tuple[str | None, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        assert isinstance(name, str)
+        assert isinstance(payload, bytes)
+        parts[name] = (part.get_filename(), payload)
+    return parts
+
+
+def _step(kind: str, **parameters: Any) -> dict[str, Any]:
+    return {"type": kind, "parameters": parameters}
+
+
+# --- each setup type's request ---------------------------------------------------------
+
+
+def test_each_setup_type_sends_what_the_server_expects(
+    vm: LoopbackServer, files: LoopbackServer
+) -> None:
+    url = files.base_url + "/files/report.docx"
+    config = [
+        _step("download", files=[{"url": url, "path": "/home/user/Desktop/report.docx"}]),
+        _step("launch", command=["libreoffice", "--writer"]),
+        _step("launch", command="gedit  /tmp/a b.txt"),
+        _step("launch", command="nautilus ~ &", shell=True),
+        _step("execute", command=["sh", "-c", "echo {CLIENT_PASSWORD} {SCREEN_WIDTH}x{SCREEN_HEIGHT}"]),
+        _step("command", command="xdotool mousemove {SCREEN_WIDTH_HALF} {SCREEN_HEIGHT_HALF}", shell=True, stdout="out.txt"),
+        _step("execute_with_verification", command=["code"], verification={"window_exists": "Code"}, max_wait_time=5),
+        _step("sleep", seconds=2.5),
+        _step("open", path="/home/user/Desktop/report.docx"),
+        _step("activate_window", window_name="report.docx - LibreOffice Writer", strict=True),
+        _step("close_window", window_name="Gimp", by_class=True),
+        _step("change_wallpaper", path="/home/user/bg.png"),
+    ]  # fmt: skip
+    env, slept = _env(vm, client_password="s3cret", screen_size=(1280, 720))
+    obs = env.reset({"id": "t", "instruction": "Edit the report", "config": config})
+    assert obs["screenshot"] == load("mousepad_notes")["screenshot"]
+    sent = _setup_requests(vm)
+    assert [r.path for r in sent] == [
+        "/setup/upload",
+        "/setup/launch",
+        "/setup/launch",
+        "/setup/launch",
+        "/setup/execute",
+        "/setup/execute",
+        "/setup/execute_with_verification",
+        "/setup/open_file",
+        "/setup/activate_window",
+        "/setup/close_window",
+        "/setup/change_wallpaper",
+    ]
+    assert _form(sent[0]) == {
+        "file_path": (None, b"/home/user/Desktop/report.docx"),
+        "file_data": ("report.docx", b"PK\x03\x04 report"),
+    }
+    assert [r.json() for r in sent[1:]] == [
+        {"command": ["libreoffice", "--writer"], "shell": False},
+        {"command": ["gedit", "/tmp/a", "b.txt"], "shell": False},  # OSWorld splits on spaces
+        {"command": "nautilus ~ &", "shell": True},
+        {"command": ["sh", "-c", "echo s3cret 1280x720"], "shell": False},
+        {"command": "xdotool mousemove 640 360", "shell": True},
+        {
+            "command": ["code"],
+            "shell": False,
+            "verification": {"window_exists": "Code"},
+            "max_wait_time": 5,
+            "check_interval": 1.0,
+        },
+        {"path": "/home/user/Desktop/report.docx"},
+        {"window_name": "report.docx - LibreOffice Writer", "strict": True, "by_class": False},
+        {"window_name": "Gimp", "strict": False, "by_class": True},
+        {"path": "/home/user/bg.png"},
+    ]
+    assert slept == [2.5]
+    assert [r.path for r in vm.requests[-2:]] == ["/screenshot", "/accessibility"]
+    env.close()
+
+
+def test_execute_with_until_repeats_until_the_answer_matches(vm: LoopbackServer) -> None:
+    busy = {"status": "success", "output": "starting", "error": "", "returncode": 1}
+    ready = {"status": "success", "output": "server ready", "error": "", "returncode": 1}
+    vm.enqueue(Reply(200, busy), Reply(200, busy), Reply(200, ready), path="/setup/execute")
+    env, slept = _env(vm)
+    step = _step("execute", command=["curl", "localhost"], until={"stdout": "ready"})
+    env.reset({"config": [step]})
+    assert len(_setup_requests(vm)) == 3
+    assert slept == [0.3, 0.3]
+    vm.reset()
+    vm.route("POST", "/setup/execute", lambda _: Reply(200, busy))
+    with pytest.raises(EnvironmentFailure, match=r"config\[0\] \(execute\).*never met until"):
+        env.reset({"config": [_step("execute", command="false", until={"returncode": 0})]})
+    assert len(_setup_requests(vm)) == MAX_UNTIL_TRIES
+    env.close()
+
+
+def test_a_nonzero_exit_is_no_failure_without_until(vm: LoopbackServer) -> None:
+    """As in OSWorld, only a failed request fails an execute step, not the command's exit status."""
+    failed = {"status": "success", "output": "", "error": "no such file", "returncode": 2}
+    vm.enqueue(Reply(200, failed), path="/setup/execute")
+    env, _ = _env(vm)
+    env.reset({"config": [_step("execute", command=["rm", "/nope"])]})
+    env.close()
+
+
+def test_with_recording_set_the_recording_starts_after_the_setup(
+    vm: LoopbackServer, tmp_path: Path
+) -> None:
+    env, _ = _env(vm, recording=tmp_path / "recording.mp4")
+    vm.enqueue(Reply(500, "no window"), path="/setup/close_window")
+    with pytest.raises(EnvironmentFailure, match="close_window"):
+        env.reset({"config": [_step("close_window", window_name="x")]})
+    env.reset({"config": [_step("launch", command="gedit")]})
+    paths = [r.path for r in vm.requests]
+    assert paths == [
+        "/setup/close_window",
+        "/setup/launch",
+        "/screenshot",
+        "/accessibility",
+        "/start_recording",
+    ]
+    env.close()
+    assert (tmp_path / "recording.mp4").exists()
+
+
+# --- refusals: nothing is sent ---------------------------------------------------------------
+
+
+def test_host_side_setup_types_are_refused_before_anything_runs(vm: LoopbackServer) -> None:
+    config = [
+        _step("launch", command=["google-chrome", "--remote-debugging-port=1337"]),
+        _step("chrome_open_tabs", urls_to_open=["https://example.com"]),
+        _step("googledrive", operation=["delete"], args=[{}]),
+        _step("login", platform="googledrive", settings_file="x.json"),
+    ]
+    env, _ = _env(vm)
+    with pytest.raises(EnvironmentFailure) as caught:
+        env.reset({"id": "chrome-1", "config": config})
+    message = str(caught.value)
+    assert message.startswith("task 'chrome-1': task setup uses steps the VM server cannot")
+    assert "chrome_open_tabs needs Chrome DevTools" in message
+    assert "googledrive needs Google Drive credentials" in message
+    assert "login needs" in message
+    assert "DesktopEnvAdapter" in message
+    assert vm.requests == []
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"type": "launch"}, r"setup config: expected a list of steps"),
+        ([_step("teleport", to="mars")], r"unknown step types \('teleport'\)"),
+        (["launch"], r"setup config\[0\]: expected an object"),
+        ([{"type": 3, "parameters": {}}], r"config\[0\]\.type: expected a string"),
+        ([{"type": "sleep"}], r"config\[0\] \(sleep\)\.parameters: expected an object"),
+        ([{"type": "sleep", "parameters": {}, "x": 1}], r"config\[0\] \(sleep\): unknown field 'x'"),
+        ([_step("sleep", seconds=1), _step("sleep")], r"config\[1\] \(sleep\)\.parameters\.seconds: missing"),
+        ([_step("sleep", seconds="2")], r"parameters\.seconds: expected a number of seconds, got str"),
+        ([_step("sleep", seconds=1e9)], r"parameters\.seconds: 1000000000\.0 is outside 0\.\.600"),
+        ([_step("sleep", seconds=float("nan"))], r"parameters\.seconds: nan is outside"),
+        ([_step("launch", command=[])], r"\(launch\)\.parameters\.command: expected a string or a non-empty list"),
+        ([_step("launch", command=["ls", 3])], r"parameters\.command\[1\]: expected a string, got int"),
+        ([_step("launch", command="ls", shell="yes")], r"parameters\.shell: expected true or false"),
+        ([_step("launch", command="ls", cwd="/")], r"unknown parameter 'cwd'; launch takes command, shell"),
+        ([_step("open", path="")], r"\(open\)\.parameters\.path: expected a non-empty string"),
+        ([_step("activate_window", window_name=None)], r"parameters\.window_name: expected a non-empty string"),
+        ([_step("execute", command="ls", until={"returncode": "0"})], r"parameters\.until: returncode: expected int"),
+        ([_step("execute", command="ls", until={"exit": 0})], r"parameters\.until: unknown field 'exit'"),
+        ([_step("download", files=[])], r"\(download\)\.parameters\.files: expected a non-empty list"),
+        ([_step("download", files=[{"url": "http://h/x"}])], r"files\[0\]: expected an object with exactly url and path"),
+        ([_step("download", files=[{"url": "file:///etc/passwd", "path": "/tmp/p"}])], r"files\[0\]\.url: not an http\(s\) URL"),
+        ([_step("download", files=[{"url": "http://h/x", "path": 7}])], r"files\[0\]\.path: expected a non-empty string"),
+    ],
+)  # fmt: skip
+def test_bad_setup_steps_are_named_and_nothing_is_sent(
+    vm: LoopbackServer, config: object, message: str
+) -> None:
+    env, slept = _env(vm)
+    with pytest.raises(EnvironmentFailure, match=message):
+        env.reset({"config": config})
+    assert vm.requests == []
+    assert slept == []
+    env.close()
+
+
+@settings(max_examples=150, deadline=None)
+@given(setup_configs)
+def test_any_config_is_planned_or_refused_with_an_environment_failure(config: object) -> None:
+    try:
+        steps = plan_setup(config)
+    except EnvironmentFailure:
+        return
+    assert all(isinstance(step.params, dict) for step in steps)
+
+
+# --- failing steps ----------------------------------------------------------------------------
+
+
+def test_a_failing_step_stops_the_setup_and_names_step_and_endpoint(vm: LoopbackServer) -> None:
+    vm.enqueue(Reply(500, "Failed to launch: no such app"), path="/setup/launch")
+    config = [
+        _step("sleep", seconds=1),
+        _step("launch", command=["gimp"]),
+        _step("open", path="/tmp/x.png"),
+    ]
+    env, _ = _env(vm)
+    with pytest.raises(EnvironmentFailure) as caught:
+        env.reset({"config": config})
+    assert str(caught.value) == (
+        "setup config[1] (launch): POST /setup/launch: HTTP 500: 'Failed to launch: no such app'"
+    )
+    assert [r.path for r in vm.requests] == ["/setup/launch"]  # no open, no observation
+    vm.reset()
+    vm.enqueue(Reply(hangup=True), path="/setup/open_file")
+    with pytest.raises(EnvironmentFailure, match=r"config\[0\] \(open\): POST /setup/open_file: "):
+        env.reset({"config": [_step("open", path="/tmp/x.png")]})
+    env.close()
+
+
+def test_download_failures_upload_nothing(vm: LoopbackServer, files: LoopbackServer) -> None:
+    big = files.base_url + "/files/big.bin"
+    files.route("GET", r"/files/big\.bin", lambda _: Reply(200, b"x" * 5000))
+    env, _ = _env(vm, max_download_bytes=1000)
+    step = _step("download", files=[{"url": big, "path": "/tmp/big.bin"}])
+    with pytest.raises(EnvironmentFailure, match=r"\(download\): GET .*passes max_download_bytes"):
+        env.reset({"config": [step]})
+    missing = files.base_url + "/files/missing.pdf"
+    step = _step("download", files=[{"url": missing, "path": "/tmp/m.pdf"}])
+    with pytest.raises(
+        EnvironmentFailure, match=r"config\[0\] \(download\): GET '.*/missing\.pdf': HTTP 404"
+    ):
+        env.reset({"config": [step]})
+    assert vm.requests == []
+    assert len([r for r in files.requests if r.path == "/files/missing.pdf"]) == 1  # 4xx: no retry
+    env.close()
+
+
+def test_a_download_is_retried_on_server_errors(vm: LoopbackServer, files: LoopbackServer) -> None:
+    url = files.base_url + "/files/report.docx"
+    files.enqueue(Reply(503, b"busy"), Reply(hangup=True))
+    env, _ = _env(vm)
+    env.reset({"config": [_step("download", files=[{"url": url, "path": "~/r.docx"}])]})
+    (upload,) = _setup_requests(vm)
+    assert _form(upload)["file_data"] == ("r.docx", b"PK\x03\x04 report")
+    assert len(files.requests) == 3
+    files.reset()
+    files.enqueue(*[Reply(502, b"down")] * 3)
+    with pytest.raises(EnvironmentFailure, match="HTTP 502"):
+        env.reset({"config": [_step("download", files=[{"url": url, "path": "/tmp/r"}])]})
+    env.close()
+
+
+def test_an_upload_the_server_refuses_is_a_failure(
+    vm: LoopbackServer, files: LoopbackServer
+) -> None:
+    vm.enqueue(Reply(400, {"error": "file_path and file_data are required"}), path="/setup/upload")
+    url = files.base_url + "/files/report.docx"
+    env, _ = _env(vm)
+    with pytest.raises(EnvironmentFailure, match=r"POST /setup/upload: HTTP 400: .*file_path and"):
+        env.reset({"config": [_step("download", files=[{"url": url, "path": "/tmp/r"}])]})
+    env.close()
+
+
+# --- a task list with setup steps on a live VM ---------------------------------------------
+
+
+def test_a_task_with_setup_steps_runs_through_env_url(
+    vm: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    examples = tmp_path / "examples" / "os"
+    examples.mkdir(parents=True)
+    steps = [_step("launch", command=["gedit"]), _step("activate_window", window_name="gedit")]
+    task = {"id": "_a", "instruction": "Write a note", "config": steps}
+    (examples / "_a.json").write_text(json.dumps(task))
+    (tmp_path / "meta.json").write_text(json.dumps({"os": ["_a"]}))
+    script = tmp_path / "replies.jsonl"
+    replies = ['```json\n{"action_type": "TYPING", "text": "hi \'there\'"}\n```', "DONE"]
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in replies))
+    argv = [
+        "run",
+        "--tasks", str(tmp_path / "meta.json"),
+        "--examples", str(tmp_path / "examples"),
+        "--model", f"replay:{script}",
+        "--observation-type", "a11y_tree",
+        "--action-space", "computer_13",
+        "--out", str(tmp_path / "results"),
+        "--env-url", vm.base_url,
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert "summary: 1 task(s): 1 finished" in capsys.readouterr().out
+    paths = [r.path for r in vm.requests if r.method == "POST"]
+    assert paths == ["/setup/launch", "/setup/activate_window", "/execute"]
+    (execute,) = [r.json() for r in vm.requests if r.path == "/execute"]
+    assert execute["command"][2] == PYAUTOGUI_PREFIX + "pyautogui.typewrite(\"hi 'there'\")"
+    (folder,) = (tmp_path / "results").glob("computer_13/a11y_tree/*/os/_a")
+    assert [e.response for e in load_result_folder(folder)] == replies
