@@ -30,6 +30,7 @@ OsharmError                                   (osharm_core.errors)
 ├── SafetyCheckPending                        safety: a stop only the user may lift (never a call failure)
 ├── BudgetExceeded                            a token or dollar cap ended the episode (never a call failure)
 ├── EnvironmentFailure                        an environment returned something outside its contract
+│   └── TaskSetupError                        a task's setup was refused or failed (that task fails, the run goes on)
 ├── TrajectoryError (ValueError)              trajectory and observation-directory I/O
 ├── TrajectoryExistsError (FileExistsError)   a recording would overwrite a trajectory
 └── UsageError (ValueError)                   a command line that cannot be run
@@ -233,6 +234,15 @@ class EnvironmentFailure(OsharmError):
     """An environment (a desktop) returned something outside the `Env` contract."""
 
 
+class TaskSetupError(EnvironmentFailure):
+    """A task's setup steps were refused or failed: that task cannot run as written.
+
+    The task-list runners count the task as failed and go on to the next one
+    (a desktop that stops answering is a plain `EnvironmentFailure`, which
+    stops the run).
+    """
+
+
 class TrajectoryError(OsharmError, ValueError):
     """A trajectory file or an observation directory is missing, malformed, or used up."""
 
@@ -274,6 +284,7 @@ __all__ = [
     "ScreenshotError",
     "ServerLimitError",
     "StateError",
+    "TaskSetupError",
     "TrajectoryError",
     "TrajectoryExistsError",
     "UnsupportedComputerAction",

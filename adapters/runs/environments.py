@@ -271,7 +271,7 @@ class OSWorldServerEnv:
             task_id = task.get("id")
             if not isinstance(task_id, str):
                 raise
-            raise EnvironmentFailure(f"task {task_id[:80]!r}: {exc}") from None
+            raise type(exc)(f"task {task_id[:80]!r}: {exc}") from None
         observation = self.observe()
         if self.recording is not None and not self._recording_started:
             self.start_recording()

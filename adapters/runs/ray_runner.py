@@ -213,7 +213,7 @@ def run_task_list_on_ray(
     `make_agent(task, limiter)` builds the agent in the actor; give
     `limiter` (a `RayLimiter`, `None` when `shared_limiter` is off) to its
     model client so the whole cluster shares one limit. A task whose actor
-    raised anything but a model failure or a timeout stops the run with that
+    raised anything but a model failure, a failed setup or a timeout stops the run with that
     error (as `arun_task_list` does), leaving the task to be redone. Only
     as many actors start as there are unfinished tasks (none when all are).
     `continue_unfinished` is `arun_task_list`'s. With a `budget`, each

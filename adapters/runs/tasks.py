@@ -26,7 +26,7 @@ import attrs
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
-from adapters.errors import ModelCallError, TrajectoryError
+from adapters.errors import ModelCallError, TaskSetupError, TrajectoryError
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.trajectories.osharm import (
     RESULT_FILE,
@@ -277,7 +277,8 @@ def run_task_list(
 
     `make_agent` and `make_env` build a fresh agent and environment per task
     (the environment's `reset(task_config=...)` gives the first observation).
-    A model-call failure ends that task with the error line and the run goes on
+    A model-call failure, or a task whose setup steps were refused or failed
+    (`TaskSetupError`), ends that task with the error line and the run goes on
     to the next; anything else (a kill, a broken environment) propagates and
     leaves the task unfinished, to be redone by the next run. `listener` (see
     `adapters.runs.progress`) hears each start, model step and end;
@@ -317,9 +318,13 @@ def run_task_list(
             env = make_env(task)
             meter = _Meter(agent, task, max_steps=max_steps, listener=hears)
             try:
-                observation = env.reset(task_config=dict(task.config))
+                try:
+                    observation = env.reset(task_config=dict(task.config))
+                except TaskSetupError:
+                    writer.error()
+                    raise
                 score = run_episode(meter, env, observation, writer, max_steps=max_steps)
-            except ModelCallError as exc:
+            except (ModelCallError, TaskSetupError) as exc:
                 outcome = meter.outcome(folder, "failed", started, detail=str(exc))
             else:
                 outcome = meter.outcome(folder, "finished", started, score, writer=writer)
@@ -346,7 +351,8 @@ async def arun_task(
     """One task of a list on an event loop (what each worker of `arun_task_list` runs).
 
     Skipped when its folder is finished, else redone from its start; a model
-    failure or passing `episode_timeout` ends it as failed, with the error
+    failure, a refused or failed setup (`TaskSetupError`) or passing
+    `episode_timeout` ends it as failed, with the error
     line; anything else propagates and leaves it unfinished. The result
     folder is written in `executor` (default: the loop's), off the event loop.
     """
@@ -374,7 +380,11 @@ async def arun_task(
     meter = _Meter(agent, task, max_steps=max_steps, listener=hears)
     try:
         async with asyncio.timeout(episode_timeout):
-            observation = await env.reset(task_config=dict(task.config))
+            try:
+                observation = await env.reset(task_config=dict(task.config))
+            except TaskSetupError:
+                writer.error()
+                raise
             score = await arun_episode(
                 meter,
                 env,
@@ -384,7 +394,7 @@ async def arun_task(
                 offload=True,
                 executor=executor,
             )
-    except ModelCallError as exc:
+    except (ModelCallError, TaskSetupError) as exc:
         outcome = meter.outcome(folder, "failed", started, detail=str(exc))
     except TimeoutError:
         writer.error()

@@ -37,12 +37,12 @@ download                   for each of `files` (`{"url", "path"}`): this host GE
 Types whose work OSWorld does on its own host (`HOST_SIDE_SETUP_TYPES`:
 Chrome DevTools tabs and logins, Google Drive, a proxy pool, browser-history
 databases, host files) are refused before any step runs, with an
-`EnvironmentFailure` naming them: such a task needs OSWorld's `DesktopEnv`
+`TaskSetupError` naming them: such a task needs OSWorld's `DesktopEnv`
 (through `DesktopEnvAdapter`).
 
 Failures: OSWorld stops setting up at the first step that raises; here every
 failed step raises, so the first failed request (an HTTP error, a status
-other than 200, a download that fails) is an `EnvironmentFailure` naming the
+other than 200, a download that fails) is a `TaskSetupError` naming the
 step (`config[i]`, its type) and the endpoint, and no later step runs. (OSWorld
 only logs a failed launch, window or wallpaper request and goes on; a task
 started on a half-prepared desktop would measure the wrong thing, so here it
@@ -62,7 +62,7 @@ from typing import IO, Any, Final
 import attrs
 import httpx
 
-from adapters.errors import EnvironmentFailure
+from adapters.errors import EnvironmentFailure, TaskSetupError
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 #: The setup types performed through the VM server.
@@ -251,24 +251,24 @@ class SetupStep:
 def _step(index: int, raw: object) -> SetupStep:
     where = f"setup config[{index}]"
     if not isinstance(raw, dict):
-        raise EnvironmentFailure(f"{where}: expected an object, got {_kind(raw)} {_short(raw)}")
+        raise TaskSetupError(f"{where}: expected an object, got {_kind(raw)} {_short(raw)}")
     kind = raw.get("type")
     if not isinstance(kind, str):
-        raise EnvironmentFailure(f"{where}.type: expected a string, got {_short(kind)}")
+        raise TaskSetupError(f"{where}.type: expected a string, got {_short(kind)}")
     where = f"{where} ({kind})"
     extra = sorted(set(raw) - {"type", "parameters"}, key=str)
     if extra:
-        raise EnvironmentFailure(f"{where}: unknown field {_short(extra[0])}")
+        raise TaskSetupError(f"{where}: unknown field {_short(extra[0])}")
     params = raw.get("parameters")
     if not isinstance(params, dict):
-        raise EnvironmentFailure(
+        raise TaskSetupError(
             f"{where}.parameters: expected an object, got {_kind(params)} {_short(params)}"
         )
     kind = "execute" if kind == "command" else kind
     spec = _PARAMS[kind]
     for name in params:
         if name not in spec:
-            raise EnvironmentFailure(
+            raise TaskSetupError(
                 f"{where}.parameters: unknown parameter {_short(name)}; "
                 f"{raw['type']} takes {', '.join(spec)}"
             )
@@ -276,13 +276,13 @@ def _step(index: int, raw: object) -> SetupStep:
     for name, (check, default) in spec.items():
         if name not in params:
             if default is _REQUIRED:
-                raise EnvironmentFailure(f"{where}.parameters.{name}: missing")
+                raise TaskSetupError(f"{where}.parameters.{name}: missing")
             filled[name] = default
             continue
         problem = check(params[name])
         if problem is not None:
             sep = "" if problem.startswith("[") else ": "
-            raise EnvironmentFailure(f"{where}.parameters.{name}{sep}{problem}")
+            raise TaskSetupError(f"{where}.parameters.{name}{sep}{problem}")
         filled[name] = params[name]
     return SetupStep(index, raw["type"], filled)
 
@@ -292,7 +292,7 @@ def plan_setup(config: object) -> tuple[SetupStep, ...]:
 
     Any type this module cannot perform is refused first, all of them named
     at once; then the first step with a bad field is named. Either way it is
-    an `EnvironmentFailure` and nothing has been sent.
+    a `TaskSetupError` and nothing has been sent.
 
     >>> [s.kind for s in plan_setup([{"type": "sleep", "parameters": {"seconds": 1}}])]
     ['sleep']
@@ -300,14 +300,14 @@ def plan_setup(config: object) -> tuple[SetupStep, ...]:
     if config is None:
         return ()
     if not isinstance(config, list):
-        raise EnvironmentFailure(
+        raise TaskSetupError(
             f"setup config: expected a list of steps, got {_kind(config)} {_short(config)}"
         )
     kinds = [step.get("type") if isinstance(step, dict) else None for step in config]
     host_side = sorted({k for k in kinds if isinstance(k, str) and k in HOST_SIDE_SETUP_TYPES})
     if host_side:
         needs = "; ".join(f"{k} needs {HOST_SIDE_SETUP_TYPES[k]}" for k in host_side)
-        raise EnvironmentFailure(
+        raise TaskSetupError(
             f"task setup uses steps the VM server cannot perform ({needs}); "
             "run the task through OSWorld's DesktopEnv (DesktopEnvAdapter)"
         )
@@ -315,7 +315,7 @@ def plan_setup(config: object) -> tuple[SetupStep, ...]:
         {k for k in kinds if isinstance(k, str) and k not in _PARAMS and k != "command"}
     )
     if unknown:
-        raise EnvironmentFailure(
+        raise TaskSetupError(
             f"task setup has unknown step types ({', '.join(map(_short, unknown))}); "
             f"known: {', '.join(SERVER_SETUP_TYPES)}"
         )
@@ -438,11 +438,13 @@ class ServerSetup:
         try:
             response = self._http.post(self.base_url + endpoint, **kwargs, **extra)
         except httpx.HTTPError as exc:
-            raise EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}") from None
+            raise EnvironmentFailure(  # the VM itself does not answer: not this task's fault
+                f"{where}: {type(exc).__name__}: {exc}"
+            ) from None
         if response.status_code != 200:
             detail = response.text.strip()
             tail = f": {_short(detail, 200)}" if detail else ""
-            raise EnvironmentFailure(f"{where}: HTTP {response.status_code}{tail}")
+            raise TaskSetupError(f"{where}: HTTP {response.status_code}{tail}")
         return response
 
     def _execute(self, step: SetupStep) -> None:
@@ -459,14 +461,14 @@ class ServerSetup:
             except ValueError:
                 answer = None
             if not isinstance(answer, dict):
-                raise EnvironmentFailure(
+                raise TaskSetupError(
                     f"{step.where}: POST /setup/execute did not return a JSON object"
                 )
             if _until_met(until, answer):
                 return
             if attempt + 1 < MAX_UNTIL_TRIES:
                 self._sleep(UNTIL_INTERVAL)
-        raise EnvironmentFailure(
+        raise TaskSetupError(
             f"{step.where}: POST /setup/execute: the answer never met until={_short(until)} "
             f"in {MAX_UNTIL_TRIES} tries"
         )
@@ -508,7 +510,7 @@ class ServerSetup:
                     for chunk in response.iter_bytes():
                         size += len(chunk)
                         if size > self.max_download_bytes:
-                            raise EnvironmentFailure(
+                            raise TaskSetupError(
                                 f"{where}: the file passes max_download_bytes "
                                 f"({self.max_download_bytes})"
                             )
@@ -516,7 +518,7 @@ class ServerSetup:
                     return
             except httpx.HTTPError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-        raise EnvironmentFailure(f"{where}: {problem}")
+        raise TaskSetupError(f"{where}: {problem}")
 
 
 __all__ = [

@@ -12,7 +12,7 @@ import pytest
 
 from adapters.agent import PromptAgent
 from adapters.cli import main
-from adapters.errors import TrajectoryError
+from adapters.errors import TaskSetupError, TrajectoryError
 from adapters.runs import (
     OsworldTask,
     arun_task_list,
@@ -293,3 +293,54 @@ def test_an_episode_past_its_time_limit_fails_with_the_error_line(tmp_path: Path
     last = json.loads((outcome.folder / "traj.jsonl").read_text().splitlines()[-1])
     assert last == {"Error": "Time limit exceeded in os/_task0"}
     assert not is_finished(outcome.folder)
+
+
+class _SetupRefusingEnv(ReplayEnv):
+    """A desktop that refuses the setup of one task (as OSWorldServerEnv refuses host-side steps)."""
+
+    def __init__(self, directory: Path, refuse: str) -> None:
+        super().__init__(directory)
+        self.refuse = refuse
+
+    def reset(self, task_config: Any = None, **kwargs: Any) -> Any:
+        if task_config is not None and task_config.get("id") == self.refuse:
+            raise TaskSetupError(f"task {self.refuse!r}: setup refused")
+        return super().reset(task_config, **kwargs)
+
+
+@pytest.mark.parametrize("runner", ["sync", "async"])
+def test_a_task_whose_setup_fails_fails_alone_and_a_rerun_tries_it_again(
+    tmp_path: Path, runner: str
+) -> None:
+    meta, examples = _task_list(tmp_path)
+    tasks = load_task_list(meta, examples)
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+
+    def run(refuse: str) -> list[str]:
+        common: dict[str, Any] = {
+            "config": CONFIG,
+            "result_dir": results,
+            "make_agent": lambda task: PromptAgent.from_config(
+                CONFIG, client=FakeClient([CLICK, "DONE"])
+            ),
+            "max_steps": 5,
+        }
+        if runner == "sync":
+            env = lambda task: _SetupRefusingEnv(desktop, refuse)  # noqa: E731
+            result = run_task_list(tasks, make_env=env, **common)
+        else:
+            aenv = lambda task: in_thread(_SetupRefusingEnv(desktop, refuse))  # noqa: E731
+            result = asyncio.run(arun_task_list(tasks, make_env=aenv, workers=2, **common))
+        assert [o.detail for o in result if o.status == "failed"] in (
+            [],
+            [f"task {refuse!r}: setup refused"],
+        )
+        return [o.status for o in result]
+
+    assert run(refuse="_second") == ["finished", "failed", "finished"]
+    folder = result_folder(results, CONFIG, "os", "_second")
+    assert not is_finished(folder)
+    lines = (folder / "traj.jsonl").read_text().splitlines()
+    assert lines == ['{"Error": "Time limit exceeded in os/_second"}']
+    assert run(refuse="nothing") == ["skipped", "finished", "skipped"]

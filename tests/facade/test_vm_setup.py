@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from adapters import EnvironmentFailure, OSWorldServerEnv
+from adapters import EnvironmentFailure, OSWorldServerEnv, TaskSetupError
 from adapters.cli import main
 from adapters.runs.environments import PYAUTOGUI_PREFIX
 from adapters.runs.vm_setup import MAX_UNTIL_TRIES, plan_setup
@@ -200,7 +200,7 @@ def test_host_side_setup_types_are_refused_before_anything_runs(vm: LoopbackServ
         _step("login", platform="googledrive", settings_file="x.json"),
     ]
     env, _ = _env(vm)
-    with pytest.raises(EnvironmentFailure) as caught:
+    with pytest.raises(TaskSetupError) as caught:
         env.reset({"id": "chrome-1", "config": config})
     message = str(caught.value)
     assert message.startswith("task 'chrome-1': task setup uses steps the VM server cannot")
@@ -243,7 +243,7 @@ def test_bad_setup_steps_are_named_and_nothing_is_sent(
     vm: LoopbackServer, config: object, message: str
 ) -> None:
     env, slept = _env(vm)
-    with pytest.raises(EnvironmentFailure, match=message):
+    with pytest.raises(TaskSetupError, match=message):
         env.reset({"config": config})
     assert vm.requests == []
     assert slept == []
@@ -271,7 +271,7 @@ def test_a_failing_step_stops_the_setup_and_names_step_and_endpoint(vm: Loopback
         _step("open", path="/tmp/x.png"),
     ]
     env, _ = _env(vm)
-    with pytest.raises(EnvironmentFailure) as caught:
+    with pytest.raises(TaskSetupError) as caught:
         env.reset({"config": config})
     assert str(caught.value) == (
         "setup config[1] (launch): POST /setup/launch: HTTP 500: 'Failed to launch: no such app'"
@@ -279,8 +279,12 @@ def test_a_failing_step_stops_the_setup_and_names_step_and_endpoint(vm: Loopback
     assert [r.path for r in vm.requests] == ["/setup/launch"]  # no open, no observation
     vm.reset()
     vm.enqueue(Reply(hangup=True), path="/setup/open_file")
-    with pytest.raises(EnvironmentFailure, match=r"config\[0\] \(open\): POST /setup/open_file: "):
+    # A VM that does not answer is no fault of the task: not a TaskSetupError (it stops a run).
+    with pytest.raises(
+        EnvironmentFailure, match=r"config\[0\] \(open\): POST /setup/open_file: "
+    ) as hung:
         env.reset({"config": [_step("open", path="/tmp/x.png")]})
+    assert not isinstance(hung.value, TaskSetupError)
     env.close()
 
 
@@ -361,3 +365,52 @@ def test_a_task_with_setup_steps_runs_through_env_url(
     assert execute["command"][2] == PYAUTOGUI_PREFIX + "pyautogui.typewrite(\"hi 'there'\")"
     (folder,) = (tmp_path / "results").glob("computer_13/a11y_tree/*/os/_a")
     assert [e.response for e in load_result_folder(folder)] == replies
+
+
+def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
+    vm: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    examples = tmp_path / "examples" / "chrome"
+    examples.mkdir(parents=True)
+    tasks = {
+        "_tabs": [_step("chrome_open_tabs", urls_to_open=["https://example.com"])],
+        "_broken": [_step("launch", command=["no-such-app"])],
+        "_fine": [_step("launch", command=["gedit"])],
+    }
+    for task_id, steps in tasks.items():
+        config = {"id": task_id, "instruction": "Do it", "config": steps}
+        (examples / f"{task_id}.json").write_text(json.dumps(config))
+    (tmp_path / "meta.json").write_text(json.dumps({"chrome": list(tasks)}))
+    vm.route(
+        "POST",
+        "/setup/launch",
+        lambda r: (
+            Reply(500, "no such app") if "no-such-app" in r.json()["command"] else Reply(200, {})
+        ),
+    )
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    argv = [
+        "run",
+        "--tasks", str(tmp_path / "meta.json"),
+        "--examples", str(tmp_path / "examples"),
+        "--model", f"replay:{script}",
+        "--observation-type", "a11y_tree",
+        "--action-space", "pyautogui",
+        "--out", str(tmp_path / "results"),
+        "--env-url", vm.base_url,
+    ]  # fmt: skip
+    assert main(argv) == 1  # a task failed
+    out = capsys.readouterr().out
+    assert "[chrome/_tabs] failed" in out
+    assert "chrome_open_tabs needs Chrome DevTools" in out
+    assert "[chrome/_broken] failed" in out
+    assert "POST /setup/launch: HTTP 500: 'no such app'" in out
+    assert "[chrome/_fine] finished" in out
+    assert "summary: 3 task(s): 1 finished, 0 skipped (already finished), 2 failed" in out
+    root = tmp_path / "results" / "pyautogui" / "a11y_tree"
+    for task_id in ("_tabs", "_broken"):
+        (folder,) = root.glob(f"*/chrome/{task_id}")
+        assert not (folder / "result.txt").exists()  # unfinished: a rerun tries it again
+        (line,) = (folder / "traj.jsonl").read_text().splitlines()
+        assert json.loads(line) == {"Error": f"Time limit exceeded in chrome/{task_id}"}
