@@ -27,7 +27,13 @@ from adapters.cli._budget import usage_summary
 from adapters.cli._inputs import model_client
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
-from adapters.runs.environments import AsyncEnv, Env, OSWorldServerEnv, in_thread
+from adapters.runs.environments import (
+    DEFAULT_SETTLE,
+    AsyncEnv,
+    Env,
+    OSWorldServerEnv,
+    in_thread,
+)
 from adapters.runs.progress import Progress, RunResult
 from adapters.runs.tasks import OsworldTask, TaskOutcome, arun_task_list, load_task_list
 from adapters.trajectories import replay as _replay
@@ -62,6 +68,15 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="with --tasks: drive the OSWorld VM whose server listens at URL "
         "(http://HOST:5000) instead of replaying --observations; repeat it for one VM per worker",
+    )
+    run.add_argument(
+        "--settle",
+        type=float,
+        default=DEFAULT_SETTLE,
+        metavar="SECONDS",
+        help="with --env-url: seconds a VM's desktop is left to settle after a task's setup "
+        f"steps before the first observation (default {DEFAULT_SETTLE:g}, as OS-Harm's "
+        "runner waits; OSWorld's waits 60)",
     )
     run.add_argument(
         "--record",
@@ -100,11 +115,15 @@ def replay_env(observations: Path, task: OsworldTask) -> Env:
     return _replay.ReplayEnv(where, instruction=task.instruction)
 
 
-def vm_env(url: str, task: OsworldTask, recording_in: RecordingPlace | None = None) -> Env:
+def vm_env(
+    url: str,
+    task: OsworldTask,
+    recording_in: RecordingPlace | None = None,
+    settle: float = DEFAULT_SETTLE,
+) -> Env:
     """The OSWorld VM at `url`; with `recording_in`, it records each episode into the task's folder."""
-    if recording_in is None:
-        return OSWorldServerEnv(url)
-    return OSWorldServerEnv(url, recording=recording_in.path(task))
+    recording = None if recording_in is None else recording_in.path(task)
+    return OSWorldServerEnv(url, recording=recording, settle=settle)
 
 
 @attrs.frozen
@@ -167,9 +186,11 @@ def _env_factories(
                 f"--workers {args.workers} needs as many --env-url VMs (one environment per "
                 f"episode); got {len(args.env_url)}"
             )
+        if not 0 <= args.settle <= 3600:
+            raise UsageError(f"--settle takes 0 to 3600 seconds; got {args.settle:g}")
         place = RecordingPlace(args.out, config) if args.record else None
         return [
-            functools.partial(vm_env, url, recording_in=place)
+            functools.partial(vm_env, url, recording_in=place, settle=args.settle)
             for url in args.env_url[: args.workers]
         ]
     if args.observations is None:

@@ -28,7 +28,7 @@ from adapters.runs.vm_setup import (
     DEFAULT_MAX_DOWNLOAD_BYTES,
     ServerSetup,
 )
-from osharm_core import Action
+from osharm_core import Action, ConfigError
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 Observation = dict[str, Any]
@@ -94,21 +94,49 @@ def _observation(value: object, where: str) -> Observation:
     return value
 
 
+#: Seconds a desktop is left to settle after a task's setup before the first observation
+#: (OS-Harm's runner waits about this long; OSWorld's run.py waits 60).
+DEFAULT_SETTLE: Final = 10.0
+
+
+def _settle(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 3600:
+        raise ConfigError(f"settle must be a number of seconds in 0..3600; got {value!r}")
+    return float(value)
+
+
 class DesktopEnvAdapter:
     """An OSWorld `DesktopEnv` (or anything shaped like it) under the `Env` contract.
 
     Calls go straight through; what comes back is checked, so a misbehaving
     environment gives an `EnvironmentFailure` saying which call returned what
-    instead of an error deep inside the agent.
+    instead of an error deep inside the agent. As OSWorld's and OS-Harm's
+    runners do, `reset` lets the desktop settle for `settle` seconds after
+    the task's setup and observes it again (`DesktopEnv._get_obs()`), so the
+    first observation shows the apps the setup opened (with `settle=0`, or an
+    object without `_get_obs`, `reset`'s own observation is used).
     """
 
-    def __init__(self, desktop_env: Any) -> None:
+    def __init__(
+        self,
+        desktop_env: Any,
+        *,
+        settle: float = DEFAULT_SETTLE,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         self.env = desktop_env
+        self.settle = _settle(settle)
+        self._sleep = sleep or time.sleep
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
-        """`DesktopEnv.reset(task_config=...)`, checked."""
+        """`DesktopEnv.reset(task_config=...)`, then the settled desktop's observation, checked."""
         config = None if task_config is None else dict(task_config)
-        return _observation(self.env.reset(task_config=config, **kwargs), "reset")
+        first = _observation(self.env.reset(task_config=config, **kwargs), "reset")
+        observe = getattr(self.env, "_get_obs", None)
+        if not self.settle or not callable(observe):
+            return first
+        self._sleep(self.settle)
+        return _observation(observe(), "_get_obs")
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """`DesktopEnv.step(action, pause)`, checked."""
@@ -191,6 +219,10 @@ class OSWorldServerEnv:
     use `DesktopEnv` through `DesktopEnvAdapter` for it. See
     `adapters.runs.vm_setup`. Any failed or malformed answer is an
     `EnvironmentFailure` (naming the setup step and endpoint, in setup).
+    After a setup that ran any step, the desktop is left `settle` seconds
+    (default 10, as OS-Harm's runner waits) before the first observation, so
+    it shows what the setup opened. The server cannot restore a VM snapshot:
+    each task starts from the desktop the previous one left.
 
     Screen recording, as OSWorld's runner keeps it: `start_recording()`
     (`POST /start_recording`) and `end_recording(dest)` (`POST /end_recording`,
@@ -213,8 +245,10 @@ class OSWorldServerEnv:
         client_password: str = DEFAULT_CLIENT_PASSWORD,
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         download_client: httpx.Client | None = None,
+        settle: float = DEFAULT_SETTLE,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.settle = _settle(settle)
         self.screen_size = screen_size
         self.recording = None if recording is None else Path(recording)
         self.max_recording_bytes = max_recording_bytes
@@ -258,7 +292,9 @@ class OSWorldServerEnv:
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
         """Perform the task's setup steps (see the class doc), then the first observation.
 
-        A setup failure names the task (its `id`) as well as the step. With `recording` set, the screen recording starts here, after the setup.
+        A setup failure names the task (its `id`) as well as the step. After
+        setup steps the desktop settles for `settle` seconds. With `recording`
+        set, the screen recording starts here, after the setup.
         """
         if task_config is not None and not isinstance(task_config, Mapping):
             raise EnvironmentFailure(
@@ -266,12 +302,14 @@ class OSWorldServerEnv:
             )
         task = task_config or {}
         try:
-            self.setup.run(task.get("config"))
+            ran = self.setup.run(task.get("config"))
         except EnvironmentFailure as exc:
             task_id = task.get("id")
             if not isinstance(task_id, str):
                 raise
             raise type(exc)(f"task {task_id[:80]!r}: {exc}") from None
+        if ran and self.settle:
+            self._sleep(self.settle)
         observation = self.observe()
         if self.recording is not None and not self._recording_started:
             self.start_recording()
@@ -363,6 +401,7 @@ class OSWorldServerEnv:
 
 
 __all__ = [
+    "DEFAULT_SETTLE",
     "PYAUTOGUI_PREFIX",
     "AsyncEnv",
     "DesktopEnvAdapter",

@@ -59,6 +59,8 @@ def test_env_url_mistakes_are_usage_errors(
     assert "not both" in capsys.readouterr().err
     assert main(_args(tmp_path)) == 2
     assert "--observations DIR (or --env-url URL)" in capsys.readouterr().err
+    assert main(_args(tmp_path, "--env-url", url, "--settle", "-1")) == 2
+    assert "--settle takes 0 to 3600 seconds; got -1" in capsys.readouterr().err
 
 
 def test_record_saves_each_episode_video_in_its_folder(

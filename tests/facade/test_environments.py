@@ -29,7 +29,7 @@ from adapters.trajectories.osharm import (
     run_episode,
 )
 from adapters.trajectories.replay import ReplayEnv
-from osharm_core import AgentConfig
+from osharm_core import AgentConfig, ConfigError
 from tests.adapters.loopback import LoopbackServer, Reply
 from tests.facade.helpers import load, observation_folder
 
@@ -78,6 +78,26 @@ def test_the_adapter_passes_calls_through_and_normalises_results() -> None:
     env.close()
     assert desktop.closed
     assert desktop.configs == [{"id": "x"}]
+
+
+class SettlingDesktopEnv(FakeDesktopEnv):
+    """A DesktopEnv whose desktop changes after reset (the setup's apps open), seen by _get_obs."""
+
+    def _get_obs(self) -> Any:
+        return load("mousepad_file_menu")
+
+
+def test_the_adapter_lets_the_desktop_settle_after_reset_then_observes_again() -> None:
+    slept: list[float] = []
+    env = DesktopEnvAdapter(SettlingDesktopEnv(), settle=5, sleep=slept.append)
+    assert env.reset({"id": "x"}) == load("mousepad_file_menu")
+    assert slept == [5.0]
+    right_away = DesktopEnvAdapter(SettlingDesktopEnv(), settle=0, sleep=slept.append)
+    assert right_away.reset({"id": "x"}) == load("mousepad_notes")
+    assert slept == [5.0]
+    for bad in (-1, 1e9, True, "10"):
+        with pytest.raises(ConfigError, match="settle must be a number of seconds"):
+            DesktopEnvAdapter(SettlingDesktopEnv(), settle=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

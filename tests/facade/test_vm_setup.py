@@ -138,7 +138,7 @@ def test_each_setup_type_sends_what_the_server_expects(
         {"window_name": "Gimp", "strict": False, "by_class": True},
         {"path": "/home/user/bg.png"},
     ]
-    assert slept == [2.5]
+    assert slept == [2.5, 10.0]  # the sleep step, then the desktop settles
     assert [r.path for r in vm.requests[-2:]] == ["/screenshot", "/accessibility"]
     env.close()
 
@@ -151,7 +151,7 @@ def test_execute_with_until_repeats_until_the_answer_matches(vm: LoopbackServer)
     step = _step("execute", command=["curl", "localhost"], until={"stdout": "ready"})
     env.reset({"config": [step]})
     assert len(_setup_requests(vm)) == 3
-    assert slept == [0.3, 0.3]
+    assert slept == [0.3, 0.3, 10.0]
     vm.reset()
     vm.route("POST", "/setup/execute", lambda _: Reply(200, busy))
     with pytest.raises(EnvironmentFailure, match=r"config\[0\] \(execute\).*never met until"):
@@ -356,6 +356,7 @@ def test_a_task_with_setup_steps_runs_through_env_url(
         "--action-space", "computer_13",
         "--out", str(tmp_path / "results"),
         "--env-url", vm.base_url,
+        "--settle", "0",
     ]  # fmt: skip
     assert main(argv) == 0
     assert "summary: 1 task(s): 1 finished" in capsys.readouterr().out
@@ -399,6 +400,7 @@ def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
         "--action-space", "pyautogui",
         "--out", str(tmp_path / "results"),
         "--env-url", vm.base_url,
+        "--settle", "0",
     ]  # fmt: skip
     assert main(argv) == 1  # a task failed
     out = capsys.readouterr().out
