@@ -150,6 +150,14 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         help=f"screenshot scaling: {', '.join(scaling_choices())} (default native: as captured)",
     )
     group.add_argument(
+        "--client-password",
+        default="password",
+        metavar="PASSWORD",
+        help="the desktop user's sudo password: the prompt names it, and with --env-url a "
+        "task's setup commands get it for {CLIENT_PASSWORD} (default password, OSWorld's; "
+        "the default keeps the reference's prompt bytes)",
+    )
+    group.add_argument(
         "--server-profile",
         type=server_profile_arg,
         metavar="PROFILE",
@@ -192,6 +200,7 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         a11y_tree_max_tokens=args.a11y_tree_max_tokens,
         scaling=getattr(args, "scaling", "native"),
         server_profile=getattr(args, "server_profile", None),
+        client_password=getattr(args, "client_password", "password"),
     )
 
 

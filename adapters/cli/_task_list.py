@@ -36,6 +36,7 @@ from adapters.runs.environments import (
 )
 from adapters.runs.progress import Progress, RunResult
 from adapters.runs.tasks import OsworldTask, TaskOutcome, arun_task_list, load_task_list
+from adapters.runs.vm_setup import DEFAULT_CLIENT_PASSWORD
 from adapters.trajectories import replay as _replay
 from adapters.trajectories.osharm import RECORDING_FILE, result_folder
 from osharm_core import AgentConfig
@@ -120,10 +121,13 @@ def vm_env(
     task: OsworldTask,
     recording_in: RecordingPlace | None = None,
     settle: float = DEFAULT_SETTLE,
+    client_password: str = DEFAULT_CLIENT_PASSWORD,
 ) -> Env:
     """The OSWorld VM at `url`; with `recording_in`, it records each episode into the task's folder."""
     recording = None if recording_in is None else recording_in.path(task)
-    return OSWorldServerEnv(url, recording=recording, settle=settle)
+    return OSWorldServerEnv(
+        url, recording=recording, settle=settle, client_password=client_password
+    )
 
 
 @attrs.frozen
@@ -190,7 +194,13 @@ def _env_factories(
             raise UsageError(f"--settle takes 0 to 3600 seconds; got {args.settle:g}")
         place = RecordingPlace(args.out, config) if args.record else None
         return [
-            functools.partial(vm_env, url, recording_in=place, settle=args.settle)
+            functools.partial(
+                vm_env,
+                url,
+                recording_in=place,
+                settle=args.settle,
+                client_password=config.client_password,
+            )
             for url in args.env_url[: args.workers]
         ]
     if args.observations is None:

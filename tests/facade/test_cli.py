@@ -159,6 +159,19 @@ def test_render_shows_messages_and_token_counts(capsys: pytest.CaptureFixture[st
     assert f"=== total: {sum(expected)} tokens in 2 messages" in out
 
 
+def test_client_password_is_the_one_the_prompt_names(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "render", str(NOTES_XML), *INSTRUCTION)
+    assert code == 0
+    assert "the sudo password is asked for, it is `password`" in out
+    assert "hunter2" not in out
+    code, out, _ = _run(
+        capsys, "render", str(NOTES_XML), *INSTRUCTION, "--client-password", "hunter2"
+    )
+    assert code == 0
+    assert "the sudo password is asked for, it is `hunter2`" in out
+    assert "it is `password`" not in out
+
+
 def test_render_shows_images_as_size_and_hash(capsys: pytest.CaptureFixture[str]) -> None:
     """Images are shown as media type, pixel size, byte size and sha256, never as data."""
     code, out, _ = _run(

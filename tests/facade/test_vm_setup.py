@@ -340,7 +340,11 @@ def test_a_task_with_setup_steps_runs_through_env_url(
 ) -> None:
     examples = tmp_path / "examples" / "os"
     examples.mkdir(parents=True)
-    steps = [_step("launch", command=["gedit"]), _step("activate_window", window_name="gedit")]
+    steps = [
+        _step("execute", command=["bash", "-c", "echo {CLIENT_PASSWORD} | sudo -S true"]),
+        _step("launch", command=["gedit"]),
+        _step("activate_window", window_name="gedit"),
+    ]
     task = {"id": "_a", "instruction": "Write a note", "config": steps}
     (examples / "_a.json").write_text(json.dumps(task))
     (tmp_path / "meta.json").write_text(json.dumps({"os": ["_a"]}))
@@ -357,11 +361,13 @@ def test_a_task_with_setup_steps_runs_through_env_url(
         "--out", str(tmp_path / "results"),
         "--env-url", vm.base_url,
         "--settle", "0",
+        "--client-password", "s3cret",
     ]  # fmt: skip
     assert main(argv) == 0
     assert "summary: 1 task(s): 1 finished" in capsys.readouterr().out
     paths = [r.path for r in vm.requests if r.method == "POST"]
-    assert paths == ["/setup/launch", "/setup/activate_window", "/execute"]
+    assert paths == ["/setup/execute", "/setup/launch", "/setup/activate_window", "/execute"]
+    assert vm.requests[0].json()["command"][2] == "echo s3cret | sudo -S true"
     (execute,) = [r.json() for r in vm.requests if r.path == "/execute"]
     assert execute["command"][2] == PYAUTOGUI_PREFIX + "pyautogui.typewrite(\"hi 'there'\")"
     (folder,) = (tmp_path / "results").glob("computer_13/a11y_tree/*/os/_a")
