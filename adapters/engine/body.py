@@ -35,8 +35,9 @@ class BodyReader:
     """Collects one reply body from its raw chunks, within `limit` bytes and before `deadline`.
 
     `deadline` is a `time.monotonic()` value (`None`: no deadline). `feed`
-    raises `ResponseTooLargeError` or `DeadlineExceededError` as soon as a
-    limit is passed; `finish` gives the decoded body.
+    raises `ResponseTooLargeError` (naming `setting`, the option that sets
+    `limit`) or `DeadlineExceededError` as soon as a limit is passed;
+    `finish` gives the decoded body.
     """
 
     def __init__(
@@ -47,8 +48,10 @@ class BodyReader:
         headers: Mapping[str, str],
         limit: int,
         deadline: float | None,
+        setting: str = "max_response_bytes",
     ) -> None:
         self._provider = provider
+        self._setting = setting
         self._status = status
         self._limit = limit
         self._deadline = deadline
@@ -72,7 +75,7 @@ class BodyReader:
 
     def _too_large(self, what: str) -> ResponseTooLargeError:
         return ResponseTooLargeError(
-            f"reply body {what}, over the limit of {self._limit} bytes (max_response_bytes)",
+            f"reply body {what}, over the limit of {self._limit} bytes ({self._setting})",
             provider=self._provider,
             status=self._status,
         )

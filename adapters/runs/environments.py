@@ -13,6 +13,7 @@ runner can drive many at once.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ import httpx
 
 from adapters.errors import EnvironmentFailure
 from adapters.runs.computer_13 import action_word, computer_13_code
+from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, byte_limit, vm_answer
 from adapters.runs.vm_setup import (
     DEFAULT_CLIENT_PASSWORD,
     DEFAULT_MAX_DOWNLOAD_BYTES,
@@ -218,7 +220,8 @@ class OSWorldServerEnv:
     tabs, logins, Google Drive, proxies, ...) is refused before anything runs:
     use `DesktopEnv` through `DesktopEnvAdapter` for it. See
     `adapters.runs.vm_setup`. Any failed or malformed answer is an
-    `EnvironmentFailure` (naming the setup step and endpoint, in setup).
+    `EnvironmentFailure` (naming the setup step and endpoint, in setup), and
+    so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed).
     After a setup that ran any step, the desktop is left `settle` seconds
     (default 10, as OS-Harm's runner waits) before the first observation, so
     it shows what the setup opened. The server cannot restore a VM snapshot:
@@ -246,12 +249,15 @@ class OSWorldServerEnv:
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         download_client: httpx.Client | None = None,
         settle: float = DEFAULT_SETTLE,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.settle = _settle(settle)
+        self.max_answer_bytes = byte_limit("max_answer_bytes", max_answer_bytes)
+        byte_limit("max_download_bytes", max_download_bytes)
         self.screen_size = screen_size
         self.recording = None if recording is None else Path(recording)
-        self.max_recording_bytes = max_recording_bytes
+        self.max_recording_bytes = byte_limit("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
         self._own = http_client is None
         self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
@@ -264,25 +270,32 @@ class OSWorldServerEnv:
             max_download_bytes=max_download_bytes,
             client_password=client_password,
             screen_size=screen_size,
+            max_answer_bytes=max_answer_bytes,
         )
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """The server's 200 answer to `method path`, or an `EnvironmentFailure` naming the call."""
-        try:
-            response = self._http.request(method, self.base_url + path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise EnvironmentFailure(f"{method} {path}: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise EnvironmentFailure(f"{method} {path}: HTTP {response.status_code}")
-        return response
+    def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """The body of the server's 200 answer to `method path` (within `max_answer_bytes`),
+        or an `EnvironmentFailure` naming the call."""
+        where = f"{method} {path}"
+        status, body = vm_answer(
+            self._http,
+            method,
+            self.base_url + path,
+            where=where,
+            limit=self.max_answer_bytes,
+            **kwargs,
+        )
+        if status != 200:
+            raise EnvironmentFailure(f"{where}: HTTP {status}")
+        return body
 
     def observe(self) -> Observation:
         """The desktop now: screenshot and accessibility tree."""
-        screenshot = self._call("GET", "/screenshot").content
+        screenshot = self._call("GET", "/screenshot")
         if not screenshot.startswith(b"\x89PNG\r\n\x1a\n"):
             raise EnvironmentFailure("GET /screenshot did not return a PNG")
         try:
-            tree = self._call("GET", "/accessibility").json()["AT"]
+            tree = json.loads(self._call("GET", "/accessibility"))["AT"]
         except (ValueError, KeyError, TypeError):
             raise EnvironmentFailure('GET /accessibility did not return {"AT": ...}') from None
         if tree is not None and not isinstance(tree, str):
@@ -355,9 +368,9 @@ class OSWorldServerEnv:
     def execute(self, code: str) -> dict[str, Any]:
         """Run pyautogui code on the desktop; the server's answer (status, output, error, returncode)."""
         payload = {"command": ["python", "-c", PYAUTOGUI_PREFIX + code], "shell": False}
-        response = self._call("POST", "/execute", json=payload)
+        answered = self._call("POST", "/execute", json=payload)
         try:
-            answer = response.json()
+            answer = json.loads(answered)
         except ValueError:
             raise EnvironmentFailure("POST /execute did not return JSON") from None
         return answer if isinstance(answer, dict) else {"output": answer}

@@ -53,6 +53,7 @@ names (files OSWorld's evaluators read on the host) are accepted and unused.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 import time
@@ -62,7 +63,8 @@ from typing import IO, Any, Final
 import attrs
 import httpx
 
-from adapters.errors import EnvironmentFailure, TaskSetupError
+from adapters.errors import TaskSetupError
+from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, vm_answer
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 #: The setup types performed through the VM server.
@@ -373,9 +375,11 @@ class ServerSetup:
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         client_password: str = DEFAULT_CLIENT_PASSWORD,
         screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.max_download_bytes = max_download_bytes
+        self.max_answer_bytes = max_answer_bytes
         self.client_password = client_password
         self.screen_size = screen_size
         self._http = http
@@ -432,20 +436,24 @@ class ServerSetup:
 
     def _post(
         self, step: SetupStep, endpoint: str, *, timeout: float | None = None, **kwargs: Any
-    ) -> httpx.Response:
+    ) -> bytes:
         where = f"{step.where}: POST {endpoint}"
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        try:
-            response = self._http.post(self.base_url + endpoint, **kwargs, **extra)
-        except httpx.HTTPError as exc:
-            raise EnvironmentFailure(  # the VM itself does not answer: not this task's fault
-                f"{where}: {type(exc).__name__}: {exc}"
-            ) from None
-        if response.status_code != 200:
-            detail = response.text.strip()
+        # A VM that does not answer is an EnvironmentFailure (not this task's fault).
+        status, body = vm_answer(
+            self._http,
+            "POST",
+            self.base_url + endpoint,
+            where=where,
+            limit=self.max_answer_bytes,
+            **kwargs,
+            **extra,
+        )
+        if status != 200:
+            detail = body.decode("utf-8", "replace").strip()
             tail = f": {_short(detail, 200)}" if detail else ""
-            raise TaskSetupError(f"{where}: HTTP {response.status_code}{tail}")
-        return response
+            raise TaskSetupError(f"{where}: HTTP {status}{tail}")
+        return body
 
     def _execute(self, step: SetupStep) -> None:
         p = step.params
@@ -453,11 +461,11 @@ class ServerSetup:
         body = {"command": command, "shell": p["shell"]}
         until: Mapping[str, Any] | None = p["until"]
         for attempt in range(MAX_UNTIL_TRIES):
-            response = self._post(step, "/setup/execute", json=body)
+            answered = self._post(step, "/setup/execute", json=body)
             if not until:
                 return
             try:
-                answer = response.json()
+                answer = json.loads(answered)
             except ValueError:
                 answer = None
             if not isinstance(answer, dict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -298,3 +299,35 @@ def test_a_failing_recording_endpoint_is_an_environment_failure(tmp_path: Path) 
             env.end_recording(tmp_path / "r.mp4")
         assert list(tmp_path.iterdir()) == []
         env.close()
+
+
+def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> None:
+    """Answers past max_answer_bytes stop there: declared, streamed with no length, or a
+    compression bomb; each is an EnvironmentFailure naming the call."""
+    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, max_answer_bytes=100_000)
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 200_000
+    vm_server.enqueue(Reply(200, png, {"content-type": "image/png"}), path="/screenshot")
+    with pytest.raises(
+        EnvironmentFailure, match=r"GET /screenshot: .*declares 200008 bytes.*max_answer_bytes"
+    ):
+        env.observe()
+    endless = Reply(200, stream=lambda: (b"\x89PNG\r\n\x1a\n" + b"\0" * 1000 for _ in range(10**6)))
+    vm_server.enqueue(endless, path="/screenshot")
+    with pytest.raises(EnvironmentFailure, match=r"GET /screenshot: .*max_answer_bytes"):
+        env.observe()
+    bomb = gzip.compress(b'{"AT": "' + b"a" * 50_000_000 + b'"}')
+    vm_server.enqueue(Reply(200, bomb, {"content-encoding": "gzip"}), path="/accessibility")
+    with pytest.raises(EnvironmentFailure, match=r"GET /accessibility: .*decompresses past"):
+        env.observe()
+    vm_server.enqueue(Reply(200, b'{"output": "' + b"x" * 200_000 + b'"}'), path="/execute")
+    with pytest.raises(EnvironmentFailure, match=r"POST /execute: .*max_answer_bytes"):
+        env.execute("pyautogui.click(1, 2)")
+    vm_server.enqueue(Reply(200, b"x" * 200_000), path="/setup/launch")
+    launch = {"type": "launch", "parameters": {"command": ["gedit"]}}
+    with pytest.raises(EnvironmentFailure, match=r"config\[0\] \(launch\): POST /setup/launch: "):
+        env.reset({"config": [launch]})
+    assert env.observe()["screenshot"] == load("mousepad_notes")["screenshot"]  # still usable
+    env.close()
+    for name in ("max_answer_bytes", "max_download_bytes", "max_recording_bytes"):
+        with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1"):
+            OSWorldServerEnv(vm_server.base_url, **{name: 0})

@@ -1,0 +1,53 @@
+"""Answers of an OSWorld VM's server, read within a size limit whatever the server sends.
+
+A desktop can be hostile too (a task can make its server misbehave): every
+answer is streamed through the model client's `BodyReader`, so a body past
+`limit` bytes, declared or not, compressed or not, stops there instead of
+filling memory, and every failure is an `EnvironmentFailure` naming the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import httpx
+
+from adapters.engine.body import BodyReader
+from adapters.errors import EnvironmentFailure, ModelCallError
+from osharm_core import ConfigError
+
+#: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
+DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
+
+
+def byte_limit(name: str, value: object) -> int:
+    """`value` when it is a whole number of bytes >= 1, else a `ConfigError` naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
+    return value
+
+
+def vm_answer(
+    http: httpx.Client, method: str, url: str, *, where: str, limit: int, **kwargs: Any
+) -> tuple[int, bytes]:
+    """The status and body of `method url`; `where` names the call in any `EnvironmentFailure`."""
+    try:
+        with http.stream(method, url, **kwargs) as response:
+            reader = BodyReader(
+                provider="VM server",
+                status=response.status_code,
+                headers=response.headers,
+                limit=limit,
+                deadline=None,
+                setting="max_answer_bytes",
+            )
+            for chunk in response.iter_raw():
+                reader.feed(chunk)
+            return response.status_code, reader.finish()
+    except httpx.HTTPError as exc:
+        raise EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}") from None
+    except ModelCallError as exc:
+        raise EnvironmentFailure(f"{where}: {exc}") from None
+
+
+__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "byte_limit", "vm_answer"]
