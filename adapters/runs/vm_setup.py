@@ -36,7 +36,7 @@ download                   for each of `files` (`{"url", "path"}`): this host GE
 
 Types whose work OSWorld does on its own host (`HOST_SIDE_SETUP_TYPES`:
 Chrome DevTools tabs and logins, Google Drive, a proxy pool, browser-history
-databases, host files) are refused before any step runs, with an
+databases, host files) are refused before any step runs, with a
 `TaskSetupError` naming them: such a task needs OSWorld's `DesktopEnv`
 (through `DesktopEnvAdapter`).
 
