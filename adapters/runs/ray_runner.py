@@ -269,8 +269,8 @@ def run_task_list_on_ray(
             limiter = RayLimiter(holder)
         worker = ray.remote(num_cpus=share)(EpisodeActor)
         for factory in factories:
-            spawned.append(
-                worker.remote(
+            try:
+                actor = worker.remote(
                     json.dumps(config.to_json()),
                     os.fspath(result_dir),
                     make_agent,
@@ -281,7 +281,13 @@ def run_task_list_on_ray(
                     _episode_caps(budget),
                     continue_unfinished,
                 )
-            )
+            except TypeError as exc:  # Ray could not pickle an argument
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ConfigurationError(
+                    "make_agent and make_env travel to the Ray workers, so they must pickle "
+                    f"(module-level functions or functools.partial of them): {first}"
+                ) from None
+            spawned.append(actor)
         workers = spawned[-len(factories) :]
         stop = _Stop(config, result_dir, budget)
         _drive(ray, tasks, pending, workers, outcomes, hears, report, stop, start_timeout, share)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,24 @@ def test_a_cpu_share_fits_more_actors_and_one_too_big_is_refused_not_awaited(
     for bad in (1.5, 0, -1, True, "1"):
         with pytest.raises(ConfigError, match="cpus_per_actor"):
             run_task_list_on_ray(tasks, result_dir=tmp_path / "x", cpus_per_actor=bad, **common)
+
+
+def test_factories_that_cannot_travel_to_the_workers_are_a_configuration_error(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    meta, examples = _task_list(tmp_path)
+    lock = threading.Lock()  # a lock does not pickle
+
+    def make_env_holding_a_lock(task: OsworldTask) -> ReplayEnv:
+        assert lock is not None
+        return ReplayEnv(tmp_path)
+
+    with pytest.raises(ConfigurationError, match=r"must pickle .*Could not serialize the argument"):
+        run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
+            make_env=make_env_holding_a_lock,
+            max_steps=5,
+        )
