@@ -327,6 +327,21 @@ class _Stop:
             self.budget.charge(outcome.usage)
 
 
+def _started(ray: Any, ref: Any) -> None:
+    """Wait for an actor's `ready()`; one that could not start is a `ConfigurationError`."""
+    try:
+        ray.get(ref)
+    except ray.exceptions.RayActorError as exc:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        cause = next(
+            (line for line in reversed(lines) if "Error" in line), lines[-1] if lines else ""
+        )
+        raise ConfigurationError(
+            "a Ray worker actor could not start (is the code make_agent and make_env use "
+            f"importable on every node? see Ray's runtime_env): {cause.strip()[:300]}"
+        ) from None
+
+
 def _drive(
     ray: Any,
     tasks: Sequence[OsworldTask],
@@ -369,7 +384,7 @@ def _drive(
             )
         for ref in ready:
             if ref in starting:
-                ray.get(ref)  # an actor that failed to start raises here
+                _started(ray, ref)
                 idle.append(starting.pop(ref))
                 continue
             index, actor = running.pop(ref)

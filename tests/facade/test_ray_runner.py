@@ -239,3 +239,31 @@ def test_factories_that_cannot_travel_to_the_workers_are_a_configuration_error(
             make_env=make_env_holding_a_lock,
             max_steps=5,
         )
+
+
+def test_an_actor_that_cannot_start_is_a_configuration_error(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A factory from a module only the driver can import: the actors fail to unpickle it."""
+    meta, examples = _task_list(tmp_path)
+    (tmp_path / "driver_only_factories.py").write_text(
+        "def make_env(task):\n    raise AssertionError('never called')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import driver_only_factories  # type: ignore[import-not-found]
+
+    with pytest.raises(
+        ConfigurationError, match=r"could not start .*driver_only_factories"
+    ) as caught:
+        run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
+            make_env=driver_only_factories.make_env,
+            max_steps=5,
+            start_timeout=60,
+        )
+    assert str(caught.value).endswith(
+        "ModuleNotFoundError: No module named 'driver_only_factories'"
+    )
