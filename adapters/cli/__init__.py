@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="task_list",
         metavar="META.json",
         help="an OSWorld task list ({domain: [id, ...]}, e.g. test_all.json); each task is run "
-        "into its OS-Harm result folder under --out, finished folders (with result.txt) are "
+        "into its OS-Harm result folder under --out, finished folders (with result.txt, or unscored.txt) are "
         "skipped and unfinished ones redone, so a rerun resumes",
     )
     run.add_argument(

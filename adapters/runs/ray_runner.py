@@ -6,8 +6,8 @@ shared: an actor runs one episode after another, each with the environment
 `make_env` gives it, which for a VM can be that actor's own machine) and
 writes its episodes into the same result-folder layout under `result_dir`,
 which must therefore be storage every node sees (a shared or network
-folder). The resume rules are `arun_task_list`'s: a folder holding
-`result.txt` is never run again (the driver does not even schedule it, and
+folder). The resume rules are `arun_task_list`'s: a finished folder
+(`is_finished`) is never run again (the driver does not even schedule it, and
 the actor checks again), any other is emptied and redone.
 
 Rate limits are cluster-wide: one actor holds the `RateLimiter` and every

@@ -5,7 +5,7 @@ OS-Harm's `test_misuse.json`, ...): a JSON object `{domain: [example_id, ...]}`;
 each example is `{examples_dir}/{domain}/{example_id}.json` with at least an
 `instruction` (OSWorld's task config format). `run_task_list` runs the tasks in
 the file's order, each into `result_folder(...)`; a folder holding `result.txt`
-is finished and skipped, any other is emptied and the task redone from its
+(or `unscored.txt`, see `is_finished`) is finished and skipped, any other is emptied and the task redone from its
 start, as OSWorld's run.py resumes, so a rerun after a crash neither repeats a
 finished task nor keeps half of an unfinished one.
 """
@@ -30,6 +30,7 @@ from adapters.errors import ModelCallError, TaskSetupError, TrajectoryError
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.trajectories.osharm import (
     RESULT_FILE,
+    UNSCORED_FILE,
     ResultWriter,
     TaskInfo,
     arun_episode,
@@ -95,8 +96,10 @@ def load_task_list(
 
 
 def is_finished(folder: str | os.PathLike[str]) -> bool:
-    """Whether a task's result folder is complete (it holds `result.txt`, written last)."""
-    return (Path(folder) / RESULT_FILE).is_file()
+    """Whether a task's result folder is complete: it holds `result.txt` (the score) or, for an
+    episode its environment could not score, `unscored.txt`; either is written last."""
+    path = Path(folder)
+    return (path / RESULT_FILE).is_file() or (path / UNSCORED_FILE).is_file()
 
 
 @attrs.frozen

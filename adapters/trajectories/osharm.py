@@ -52,6 +52,9 @@ from osharm_core.step import LinearizedTree
 BETTER_LOG: Final = "better_log.json"
 TRAJ_FILE: Final = "traj.jsonl"
 RESULT_FILE: Final = "result.txt"
+#: Ours: marks a folder whose episode ended but whose environment gave no score (a VM's
+#: server cannot judge), so a rerun does not run it again; OSWorld's tools never read it.
+UNSCORED_FILE: Final = "unscored.txt"
 #: The screen recording OSWorld's runner saves in a task's folder (when the environment records).
 RECORDING_FILE: Final = "recording.mp4"
 FIRST_SCREENSHOT: Final = "step_0.png"
@@ -286,9 +289,13 @@ class ResultWriter:
         self._write_log()
 
     def finish(self, score: float | None) -> None:
-        """Write `result.txt` (last: it marks the folder finished) when a score is known."""
+        """Mark the folder finished, last: `result.txt` with the score, or `unscored.txt`
+        when the environment gave none (OSWorld's tools read only `result.txt`)."""
         if score is not None:
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
+        else:
+            note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
+            _write_atomically(self.directory / UNSCORED_FILE, note.encode())
 
 
 class _Agent(Protocol):
@@ -601,6 +608,7 @@ __all__ = [
     "RECORDING_FILE",
     "RESULT_FILE",
     "TRAJ_FILE",
+    "UNSCORED_FILE",
     "EpisodeCall",
     "Evaluate",
     "Execute",

@@ -47,6 +47,13 @@ def test_a_task_list_runs_on_vm_servers(
     assert all(code.endswith("pyautogui.click(19, 31)") for code in executed)
     (folder,) = (tmp_path / "results").glob("pyautogui/a11y_tree/*/os/_b")
     assert [e.response for e in load_result_folder(folder)] == [CLICK, "DONE"]
+    # A VM's server cannot score: the folder is marked ended but unscored, and a rerun keeps it.
+    assert not (folder / "result.txt").exists()
+    assert (folder / "unscored.txt").read_text().startswith("the episode ended")
+    vm_server.reset()
+    assert main(argv) == 0
+    assert "summary: 3 task(s): 0 finished, 3 skipped (already finished)" in capsys.readouterr().out
+    assert [r for r in vm_server.requests if r.path == "/execute"] == []
 
 
 def test_env_url_mistakes_are_usage_errors(
