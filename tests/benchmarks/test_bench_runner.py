@@ -14,10 +14,10 @@ step costs beyond the model with nothing to contend with, and the lower bound
 that cost puts on any 32-worker run.
 
 The 1.15x target is NOT met on the 2-core machine, and that one-worker
-figure says why: alone, a step costs 12-14 ms beyond the model (prompt ~2 ms
+figure says why: alone, a step costs 11-17 ms beyond the model (prompt ~2 ms
 in a thread, the HTTP call ~5 ms over the model's 200 ms with the server's
 part, the result folder ~3 ms, hand-offs), which bounds the run below by
-~1.19x before any contention. With 32 workers the run is CPU-bound: 160 steps a
+1.18-1.22x before any contention. With 32 workers the run is CPU-bound: 160 steps a
 second at ~8-10 ms of CPU each needs more than the one core of Python the GIL
 gives. Splitting the workers over processes was measured too (outside this
 file, against one model server): 2 processes x 16 workers 1.25-1.28x, 4 x 8
