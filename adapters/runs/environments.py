@@ -18,13 +18,14 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import httpx
+import stamina
 
 from adapters.errors import EnvironmentFailure
 from adapters.runs.computer_13 import action_word, computer_13_code
-from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, byte_limit, vm_answer
+from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, VmUnanswered, byte_limit, vm_answer
 from adapters.runs.vm_setup import (
     DEFAULT_CLIENT_PASSWORD,
     DEFAULT_MAX_DOWNLOAD_BYTES,
@@ -194,8 +195,53 @@ def in_thread(env: Env) -> AsyncEnv:
 
 #: The largest screen recording `OSWorldServerEnv.end_recording` saves (1 GiB).
 DEFAULT_MAX_RECORDING_BYTES: Final = 1 << 30
+#: Tries of a VM call that may be repeated, and the seconds between them (OSWorld's: 3, 5 s).
+DEFAULT_VM_RETRIES: Final = 3
+DEFAULT_VM_RETRY_WAIT: Final = 5.0
 #: What OSWorld's controller puts before every pyautogui action it runs on the desktop.
 PYAUTOGUI_PREFIX: Final = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
+
+
+_T = TypeVar("_T")
+
+
+class _NotOk(EnvironmentFailure):
+    """The VM's server answered with a status other than 200."""
+
+
+def _any_failure(exc: Exception) -> bool:
+    """Reading the desktop runs nothing on it: any failure may be tried again (as OSWorld does)."""
+    return isinstance(exc, EnvironmentFailure)
+
+
+def _unrun(exc: Exception) -> bool:
+    """A command is sent again only when it cannot have run: the request never reached the
+    server, or the server refused it (OSWorld also tries again then; never after a timeout)."""
+    return isinstance(exc, _NotOk) or (isinstance(exc, VmUnanswered) and not exc.sent)
+
+
+def _png(body: bytes) -> bytes:
+    if not body.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise EnvironmentFailure("GET /screenshot did not return a PNG")
+    return body
+
+
+def _tree(body: bytes) -> str | None:
+    try:
+        tree = json.loads(body)["AT"]
+    except (ValueError, KeyError, TypeError):
+        raise EnvironmentFailure('GET /accessibility did not return {"AT": ...}') from None
+    if tree is not None and not isinstance(tree, str):
+        raise EnvironmentFailure("GET /accessibility: 'AT' is not text")
+    return tree
+
+
+def _execute_answer(body: bytes) -> dict[str, Any]:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        raise EnvironmentFailure("POST /execute did not return JSON") from None
+    return answer if isinstance(answer, dict) else {"output": answer}
 
 
 class OSWorldServerEnv:
@@ -222,6 +268,11 @@ class OSWorldServerEnv:
     `adapters.runs.vm_setup`. Any failed or malformed answer is an
     `EnvironmentFailure` (naming the setup step and endpoint, in setup), and
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed).
+    As OSWorld's controller does, a call is tried `retries` times (3),
+    `retry_wait` seconds apart (5): reading the screenshot or the tree after
+    any failure, a command only when it cannot have run (refused with a
+    non-200 status, or a connection that never opened), never after a
+    timeout or a broken answer.
     After a setup that ran any step, the desktop is left `settle` seconds
     (default 10, as OS-Harm's runner waits) before the first observation, so
     it shows what the setup opened. The server cannot restore a VM snapshot:
@@ -250,10 +301,20 @@ class OSWorldServerEnv:
         download_client: httpx.Client | None = None,
         settle: float = DEFAULT_SETTLE,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        retries: int = DEFAULT_VM_RETRIES,
+        retry_wait: float = DEFAULT_VM_RETRY_WAIT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.settle = _settle(settle)
         self.max_answer_bytes = byte_limit("max_answer_bytes", max_answer_bytes)
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
+            raise ConfigError(f"retries must be an integer >= 1; got {retries!r}")
+        self.retries = retries
+        if isinstance(retry_wait, bool) or not isinstance(retry_wait, int | float):
+            raise ConfigError(f"retry_wait must be a number of seconds; got {retry_wait!r}")
+        if not 0 <= retry_wait <= 600:
+            raise ConfigError(f"retry_wait must be in 0..600 seconds; got {retry_wait!r}")
+        self.retry_wait = float(retry_wait)
         byte_limit("max_download_bytes", max_download_bytes)
         self.screen_size = screen_size
         self.recording = None if recording is None else Path(recording)
@@ -273,33 +334,52 @@ class OSWorldServerEnv:
             max_answer_bytes=max_answer_bytes,
         )
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
-        """The body of the server's 200 answer to `method path` (within `max_answer_bytes`),
-        or an `EnvironmentFailure` naming the call."""
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        read: Callable[[bytes], _T],
+        retry_if: Callable[[Exception], bool] | None = None,
+        **kwargs: Any,
+    ) -> _T:
+        """`read` of the body of the server's 200 answer to `method path` (within
+        `max_answer_bytes`), tried up to `retries` times while `retry_if` says a failure
+        may pass, `retry_wait` seconds apart; else an `EnvironmentFailure` naming the call."""
         where = f"{method} {path}"
-        status, body = vm_answer(
-            self._http,
-            method,
-            self.base_url + path,
-            where=where,
-            limit=self.max_answer_bytes,
-            **kwargs,
-        )
-        if status != 200:
-            raise EnvironmentFailure(f"{where}: HTTP {status}")
-        return body
+
+        def once() -> _T:
+            status, body = vm_answer(
+                self._http,
+                method,
+                self.base_url + path,
+                where=where,
+                limit=self.max_answer_bytes,
+                **kwargs,
+            )
+            if status != 200:
+                raise _NotOk(f"{where}: HTTP {status}")
+            return read(body)
+
+        if retry_if is None:
+            return once()
+        for attempt in stamina.retry_context(
+            on=retry_if,
+            attempts=self.retries,
+            timeout=None,
+            wait_initial=self.retry_wait,
+            wait_max=self.retry_wait,
+            wait_jitter=0,
+            wait_exp_base=1,
+        ):
+            with attempt:
+                return once()
+        raise AssertionError("stamina gives at least one attempt")  # pragma: no cover
 
     def observe(self) -> Observation:
-        """The desktop now: screenshot and accessibility tree."""
-        screenshot = self._call("GET", "/screenshot")
-        if not screenshot.startswith(b"\x89PNG\r\n\x1a\n"):
-            raise EnvironmentFailure("GET /screenshot did not return a PNG")
-        try:
-            tree = json.loads(self._call("GET", "/accessibility"))["AT"]
-        except (ValueError, KeyError, TypeError):
-            raise EnvironmentFailure('GET /accessibility did not return {"AT": ...}') from None
-        if tree is not None and not isinstance(tree, str):
-            raise EnvironmentFailure("GET /accessibility: 'AT' is not text")
+        """The desktop now: screenshot and accessibility tree (each tried `retries` times)."""
+        screenshot = self._call("GET", "/screenshot", read=_png, retry_if=_any_failure)
+        tree = self._call("GET", "/accessibility", read=_tree, retry_if=_any_failure)
         return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
@@ -330,7 +410,7 @@ class OSWorldServerEnv:
 
     def start_recording(self) -> None:
         """Start the VM's screen recording."""
-        self._call("POST", "/start_recording")
+        self._call("POST", "/start_recording", read=bytes)
         self._recording_started = True
 
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
@@ -368,12 +448,7 @@ class OSWorldServerEnv:
     def execute(self, code: str) -> dict[str, Any]:
         """Run pyautogui code on the desktop; the server's answer (status, output, error, returncode)."""
         payload = {"command": ["python", "-c", PYAUTOGUI_PREFIX + code], "shell": False}
-        answered = self._call("POST", "/execute", json=payload)
-        try:
-            answer = json.loads(answered)
-        except ValueError:
-            raise EnvironmentFailure("POST /execute did not return JSON") from None
-        return answer if isinstance(answer, dict) else {"output": answer}
+        return self._call("POST", "/execute", read=_execute_answer, retry_if=_unrun, json=payload)
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation after it."""

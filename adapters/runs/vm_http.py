@@ -27,6 +27,22 @@ def byte_limit(name: str, value: object) -> int:
     return value
 
 
+class VmUnanswered(EnvironmentFailure):
+    """The VM's server gave no answer; `sent` is False when the request never reached it
+    (refused or timed-out connection), so trying again cannot run anything twice."""
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unanswered, (str(self), self.sent))
+
+
+def _unanswered(message: str, sent: bool) -> VmUnanswered:
+    return VmUnanswered(message, sent=sent)
+
+
 def vm_answer(
     http: httpx.Client, method: str, url: str, *, where: str, limit: int, **kwargs: Any
 ) -> tuple[int, bytes]:
@@ -44,10 +60,14 @@ def vm_answer(
             for chunk in response.iter_raw():
                 reader.feed(chunk)
             return response.status_code, reader.finish()
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise VmUnanswered(f"{where}: {type(exc).__name__}: {exc}", sent=False) from None
+    except httpx.TransportError as exc:
+        raise VmUnanswered(f"{where}: {type(exc).__name__}: {exc}") from None
     except httpx.HTTPError as exc:
         raise EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}") from None
     except ModelCallError as exc:
         raise EnvironmentFailure(f"{where}: {exc}") from None
 
 
-__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "byte_limit", "vm_answer"]
+__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "VmUnanswered", "byte_limit", "vm_answer"]

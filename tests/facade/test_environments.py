@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import pickle
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from adapters import (
 from adapters.agent import PromptAgent
 from adapters.runs import load_task_list, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
+from adapters.runs.vm_http import VmUnanswered
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import (
     ResultWriter,
@@ -226,7 +229,7 @@ def test_the_vm_server_client_observes_and_executes(vm_server: LoopbackServer) -
 
 
 def test_the_vm_server_client_refuses_what_it_cannot_do(vm_server: LoopbackServer) -> None:
-    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0)
+    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, retries=1)
     with pytest.raises(EnvironmentFailure, match="chrome_open_tabs needs Chrome DevTools"):
         env.reset({"config": [{"type": "launch"}, {"type": "chrome_open_tabs"}]})
     with pytest.raises(EnvironmentFailure, match="bad computer_13 action"):
@@ -304,7 +307,7 @@ def test_a_failing_recording_endpoint_is_an_environment_failure(tmp_path: Path) 
 def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> None:
     """Answers past max_answer_bytes stop there: declared, streamed with no length, or a
     compression bomb; each is an EnvironmentFailure naming the call."""
-    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, max_answer_bytes=100_000)
+    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, max_answer_bytes=100_000, retries=1)
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 200_000
     vm_server.enqueue(Reply(200, png, {"content-type": "image/png"}), path="/screenshot")
     with pytest.raises(
@@ -331,3 +334,52 @@ def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> No
     for name in ("max_answer_bytes", "max_download_bytes", "max_recording_bytes"):
         with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1"):
             OSWorldServerEnv(vm_server.base_url, **{name: 0})
+
+
+def test_reads_are_tried_again_and_commands_only_when_they_cannot_have_run(
+    vm_server: LoopbackServer,
+) -> None:
+    """As OSWorld's controller: three tries. A screenshot or tree is read again after any
+    failure; a command is sent again after a refusal (non-200) or a connection that never
+    opened, never after one that broke or timed out once sent (it may have run)."""
+    env = OSWorldServerEnv(vm_server.base_url, timeout=2.0, retry_wait=0)
+
+    def count(path: str) -> int:
+        return len([r for r in vm_server.requests if r.path == path])
+
+    vm_server.enqueue(Reply(503, b"busy"), Reply(200, b"not a png"), path="/screenshot")
+    vm_server.enqueue(Reply(hangup=True), path="/accessibility")
+    assert env.observe()["screenshot"] == load("mousepad_notes")["screenshot"]
+    assert (count("/screenshot"), count("/accessibility")) == (3, 2)
+    vm_server.reset()
+    vm_server.enqueue(*[Reply(500, b"down")] * 3, path="/screenshot")
+    with pytest.raises(EnvironmentFailure, match="GET /screenshot: HTTP 500"):
+        env.observe()
+    assert count("/screenshot") == 3
+
+    vm_server.reset()
+    vm_server.enqueue(Reply(503, b"busy"), path="/execute")
+    assert env.execute("pyautogui.click(1, 2)")["returncode"] == 0
+    assert count("/execute") == 2
+    for broken in (Reply(hangup=True), Reply(200, {"returncode": 0}, delay=3.0)):
+        vm_server.reset()
+        vm_server.enqueue(broken, path="/execute")
+        with pytest.raises(EnvironmentFailure, match="POST /execute: ") as caught:
+            env.execute("pyautogui.click(1, 2)")
+        assert isinstance(caught.value, VmUnanswered)
+        assert caught.value.sent
+        assert count("/execute") == 1
+    env.close()
+
+    with socket.socket() as closed:  # a port nothing listens on: the request never leaves
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    nowhere = OSWorldServerEnv(f"http://127.0.0.1:{port}", timeout=2.0, retry_wait=0)
+    with pytest.raises(VmUnanswered, match="POST /execute: ConnectError") as caught:
+        nowhere.execute("pyautogui.click(1, 2)")
+    assert not caught.value.sent
+    assert pickle.loads(pickle.dumps(caught.value)).sent is False
+    nowhere.close()
+    for bad in ({"retries": 0}, {"retry_wait": -1}, {"retry_wait": "5"}):
+        with pytest.raises(ConfigError, match="retr"):
+            OSWorldServerEnv(vm_server.base_url, **bad)  # type: ignore[arg-type]
