@@ -32,7 +32,6 @@ from adapters.runs.vm_setup import (
     ServerSetup,
 )
 from osharm_core import Action, ConfigError
-from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 Observation = dict[str, Any]
 StepResult = tuple[Observation, float, bool, dict[str, Any]]
@@ -195,6 +194,8 @@ def in_thread(env: Env) -> AsyncEnv:
 
 #: The largest screen recording `OSWorldServerEnv.end_recording` saves (1 GiB).
 DEFAULT_MAX_RECORDING_BYTES: Final = 1 << 30
+#: The largest screen side accepted (pixels), given or read from a screenshot.
+MAX_SCREEN_SIDE: Final = 16384
 #: Tries of a VM call that may be repeated, and the seconds between them (OSWorld's: 3, 5 s).
 DEFAULT_VM_RETRIES: Final = 3
 DEFAULT_VM_RETRY_WAIT: Final = 5.0
@@ -226,6 +227,30 @@ def _png(body: bytes) -> bytes:
     return body
 
 
+def _screen(size: object, where: str) -> tuple[int, int]:
+    """`size` as (width, height) when both are whole pixels in 1..16384, else a typed error."""
+    if (
+        isinstance(size, tuple)
+        and len(size) == 2
+        and all(type(n) is int and 1 <= n <= MAX_SCREEN_SIDE for n in size)
+    ):
+        return size[0], size[1]
+    if where == "screen_size":
+        raise ConfigError(
+            f"screen_size must be (width, height) in 1..{MAX_SCREEN_SIDE}; got {size!r}"
+        )
+    raise EnvironmentFailure(f"{where}: the screen would be {size!r} pixels")
+
+
+def _png_size(body: bytes) -> tuple[int, int]:
+    """The width and height a PNG's header (its IHDR chunk) declares."""
+    png = _png(body)
+    if len(png) < 24 or png[12:16] != b"IHDR":
+        raise EnvironmentFailure("GET /screenshot: the PNG has no IHDR header")
+    size = (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big"))
+    return _screen(size, "GET /screenshot")
+
+
 def _tree(body: bytes) -> str | None:
     try:
         tree = json.loads(body)["AT"]
@@ -252,8 +277,10 @@ class OSWorldServerEnv:
     `POST /execute` (`{"command": ["python", "-c", code], "shell": false}`)
     after OSWorld's prefix, and so does a computer_13 action, turned into the
     pyautogui calls OSWorld's controller makes for it (`computer_13_code`;
-    an action outside the vocabulary, or off a `screen_size` screen, is an
-    `EnvironmentFailure`). WAIT sleeps `pause` seconds, DONE and FAIL end the
+    an action outside the vocabulary, or off the screen, is an
+    `EnvironmentFailure`; `screen_size` is read from the VM's screenshot
+    once unless given, and also fills the setup's `{SCREEN_...}`
+    placeholders). WAIT sleeps `pause` seconds, DONE and FAIL end the
     episode without running anything (as words or as computer_13 dicts).
     `evaluate()` is `None`: OSWorld's evaluators run host-side in `DesktopEnv`.
 
@@ -295,7 +322,7 @@ class OSWorldServerEnv:
         sleep: Callable[[float], None] | None = None,
         recording: str | os.PathLike[str] | None = None,
         max_recording_bytes: int = DEFAULT_MAX_RECORDING_BYTES,
-        screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE,
+        screen_size: tuple[int, int] | None = None,
         client_password: str = DEFAULT_CLIENT_PASSWORD,
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         download_client: httpx.Client | None = None,
@@ -316,7 +343,7 @@ class OSWorldServerEnv:
             raise ConfigError(f"retry_wait must be in 0..600 seconds; got {retry_wait!r}")
         self.retry_wait = float(retry_wait)
         byte_limit("max_download_bytes", max_download_bytes)
-        self.screen_size = screen_size
+        self._screen_size = None if screen_size is None else _screen(screen_size, "screen_size")
         self.recording = None if recording is None else Path(recording)
         self.max_recording_bytes = byte_limit("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
@@ -330,9 +357,18 @@ class OSWorldServerEnv:
             download_client=download_client,
             max_download_bytes=max_download_bytes,
             client_password=client_password,
-            screen_size=screen_size,
+            screen_size=lambda: self.screen_size,
             max_answer_bytes=max_answer_bytes,
         )
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        """The VM's screen size: as given, else read from its screenshot once (then kept)."""
+        if self._screen_size is None:
+            self._screen_size = self._call(
+                "GET", "/screenshot", read=_png_size, retry_if=_any_failure
+            )
+        return self._screen_size
 
     def _call(
         self,
@@ -379,6 +415,8 @@ class OSWorldServerEnv:
     def observe(self) -> Observation:
         """The desktop now: screenshot and accessibility tree (each tried `retries` times)."""
         screenshot = self._call("GET", "/screenshot", read=_png, retry_if=_any_failure)
+        if self._screen_size is None:
+            self._screen_size = _png_size(screenshot)
         tree = self._call("GET", "/accessibility", read=_tree, retry_if=_any_failure)
         return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}
 

@@ -374,14 +374,20 @@ class ServerSetup:
         download_client: httpx.Client | None = None,
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         client_password: str = DEFAULT_CLIENT_PASSWORD,
-        screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE,
+        screen_size: tuple[int, int] | Callable[[], tuple[int, int]] = DEFAULT_SCREEN_SIZE,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.max_download_bytes = max_download_bytes
         self.max_answer_bytes = max_answer_bytes
         self.client_password = client_password
-        self.screen_size = screen_size
+        #: The VM's screen size, for the `{SCREEN_...}` placeholders (asked only when used).
+        self.screen: Callable[[], tuple[int, int]]
+        if callable(screen_size):
+            self.screen = screen_size
+        else:
+            fixed = screen_size
+            self.screen = lambda: fixed
         self._http = http
         self._sleep = sleep or time.sleep
         self._downloads = download_client
@@ -457,7 +463,11 @@ class ServerSetup:
 
     def _execute(self, step: SetupStep) -> None:
         p = step.params
-        command = fill_placeholders(p["command"], self.client_password, self.screen_size)
+        parts = [p["command"]] if isinstance(p["command"], str) else p["command"]
+        # The screen size is asked for (a VM call when it is not known yet) only when used.
+        sized = any("{SCREEN_" in part for part in parts)
+        size = self.screen() if sized else DEFAULT_SCREEN_SIZE
+        command = fill_placeholders(p["command"], self.client_password, size)
         body = {"command": command, "shell": p["shell"]}
         until: Mapping[str, Any] | None = p["until"]
         for attempt in range(MAX_UNTIL_TRIES):

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from adapters import EnvironmentFailure, OSWorldServerEnv
 from adapters.runs.computer_13 import computer_13_code
 from adapters.runs.environments import PYAUTOGUI_PREFIX
-from tests.adapters.loopback import LoopbackServer
+from osharm_core import ConfigError
+from tests.adapters.loopback import LoopbackServer, Reply
 from tests.facade.test_environments import vm_server  # noqa: F401  (the fixture)
 from tests.strategies import vm_computer_13_actions
 
@@ -83,8 +84,9 @@ def test_bad_computer_13_actions_are_refused_and_nothing_runs(
     env, _ = _env(vm)
     with pytest.raises(EnvironmentFailure, match=message):
         env.step(action)
-    assert vm.requests == []
     env.close()
+    # Nothing ran; at most the screen size was read (from a screenshot) to check the action.
+    assert [r.path for r in vm.requests] in ([], ["/screenshot"])
 
 
 def _typed_text(code: str) -> str:
@@ -106,3 +108,27 @@ def test_any_valid_computer_13_action_gives_code_that_parses(action: object) -> 
     assert "`" not in code
     if action["action_type"] == "TYPING":
         assert _typed_text(code) == action["text"]
+
+
+def test_the_screen_size_is_read_from_the_vm_once_unless_given(vm: LoopbackServer) -> None:
+    """OSWorld's fixtures are 1920x1080 screenshots: the size comes from the PNG header, once."""
+    env, _ = _env(vm)
+    assert env.screen_size == (1920, 1080)
+    env.observe()
+    assert env.screen_size == (1920, 1080)
+    assert [r.path for r in vm.requests].count("/screenshot") == 2  # the size read, then observe
+    env.close()
+    vm.reset()
+    small, _ = _env(vm, screen_size=(1280, 720))
+    with pytest.raises(EnvironmentFailure, match=r"MOVE_TO\.x: 1500 is outside 0\.\.1280"):
+        small.step({"action_type": "MOVE_TO", "x": 1500, "y": 1})
+    small.close()
+    assert vm.requests == []
+    for bad in ((0, 720), (1280,), (1280.0, 720), (99999, 720), "1280x720"):
+        with pytest.raises(ConfigError, match="screen_size must be"):
+            _env(vm, screen_size=bad)
+    vm.enqueue(Reply(200, b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + b"\0" * 8), path="/screenshot")
+    zero, _ = _env(vm, retries=1)
+    with pytest.raises(EnvironmentFailure, match=r"GET /screenshot: the screen would be \(0, 0\)"):
+        zero.screen_size  # noqa: B018
+    zero.close()

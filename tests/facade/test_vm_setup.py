@@ -422,3 +422,17 @@ def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
         assert not (folder / "result.txt").exists()  # unfinished: a rerun tries it again
         (line,) = (folder / "traj.jsonl").read_text().splitlines()
         assert json.loads(line) == {"Error": f"Time limit exceeded in chrome/{task_id}"}
+
+
+def test_screen_placeholders_use_the_vm_screen_read_only_when_needed(vm: LoopbackServer) -> None:
+    env, _ = _env(vm, settle=0)
+    env.reset({"config": [_step("execute", command="echo {CLIENT_PASSWORD}")]})
+    assert [r.path for r in vm.requests][:2] == ["/setup/execute", "/screenshot"]  # the observation
+    vm.reset()
+    env2, _ = _env(vm, settle=0)
+    env2.reset({"config": [_step("execute", command="xdotool mousemove {SCREEN_WIDTH_HALF} 5")]})
+    paths = [r.path for r in vm.requests]
+    assert paths[:2] == ["/screenshot", "/setup/execute"]  # the size first, from a screenshot
+    assert vm.requests[1].json()["command"] == "xdotool mousemove 960 5"
+    env.close()
+    env2.close()
