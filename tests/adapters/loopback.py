@@ -2,7 +2,8 @@
 
 Only the standard library, so it also runs as a script in its own process
 (`python loopback.py --delay 0.2` prints its base URL, serves until stdin
-closes), which keeps its CPU time out of a benchmark's measurements.
+closes; `in_child_process(...)` starts and stops one), which keeps its CPU
+time out of a benchmark's measurements.
 
 * Routes: `server.route("POST", r"/v1/messages", handler)` adds a handler
   (`Received -> Reply`) for paths matching the regex; later routes win, so a
@@ -29,11 +30,12 @@ import contextlib
 import json
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -280,6 +282,32 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def in_child_process(*args: str) -> Iterator[str]:
+    """This module as a script in a child process (`args`: its options, e.g. `--delay 0.2`),
+    so its CPU time stays out of the caller's; yields its base URL, stops it at the end."""
+    process = subprocess.Popen(
+        [sys.executable, __file__, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdin is not None
+    try:
+        base_url = process.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:"), base_url
+        yield base_url
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,11 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -79,26 +76,8 @@ def step_messages() -> tuple[Message, ...]:
 @pytest.fixture(scope="module")
 def slow_server() -> Iterator[str]:
     """A loopback server in a child process answering after 200 ms; yields its base URL."""
-    process = subprocess.Popen(
-        [sys.executable, str(Path(loopback.__file__)), "--delay", str(DELAY)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdin is not None
-    try:
-        base_url = process.stdout.readline().strip()
-        assert base_url.startswith("http://127.0.0.1:"), base_url
+    with loopback.in_child_process("--delay", str(DELAY)) as base_url:
         yield base_url
-    finally:
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
 
 
 Call = Callable[[], Awaitable[object]]

@@ -36,8 +36,6 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,26 +75,8 @@ CONFIG = AgentConfig(
 @pytest.fixture(scope="module")
 def slow_model() -> Iterator[str]:
     """A loopback model in a child process answering a click after 200 ms; yields its base URL."""
-    process = subprocess.Popen(
-        [sys.executable, str(Path(loopback.__file__)), "--delay", str(DELAY), "--reply", CLICK],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdin is not None
-    try:
-        base_url = process.stdout.readline().strip()
-        assert base_url.startswith("http://127.0.0.1:"), base_url
+    with loopback.in_child_process("--delay", str(DELAY), "--reply", CLICK) as base_url:
         yield base_url
-    finally:
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
 
 
 def _desktop(target: Path) -> Path:
