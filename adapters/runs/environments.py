@@ -25,7 +25,13 @@ import stamina
 
 from adapters.errors import EnvironmentFailure
 from adapters.runs.computer_13 import action_word, computer_13_code
-from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, VmUnanswered, byte_limit, vm_answer
+from adapters.runs.vm_http import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    VmUnanswered,
+    byte_limit,
+    copy_within,
+    vm_answer,
+)
 from adapters.runs.vm_setup import (
     DEFAULT_CLIENT_PASSWORD,
     DEFAULT_MAX_DOWNLOAD_BYTES,
@@ -459,20 +465,16 @@ class OSWorldServerEnv:
         """
         target = Path(dest)
         partial = target.with_name(target.name + ".part")
-        size = 0
         try:
             with self._http.stream("POST", self.base_url + "/end_recording") as response:
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
                 with partial.open("wb") as out:
-                    for chunk in response.iter_bytes():
-                        size += len(chunk)
-                        if size > self.max_recording_bytes:
-                            raise EnvironmentFailure(
-                                f"POST /end_recording: the video passes "
-                                f"max_recording_bytes ({self.max_recording_bytes})"
-                            )
-                        out.write(chunk)
+                    if not copy_within(response, out, self.max_recording_bytes):
+                        raise EnvironmentFailure(
+                            f"POST /end_recording: the video passes "
+                            f"max_recording_bytes ({self.max_recording_bytes})"
+                        )
             partial.replace(target)
         except httpx.HTTPError as exc:
             raise EnvironmentFailure(f"POST /end_recording: {type(exc).__name__}: {exc}") from None

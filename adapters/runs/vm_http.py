@@ -8,7 +8,7 @@ filling memory, and every failure is an `EnvironmentFailure` naming the call.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import httpx
 
@@ -43,6 +43,18 @@ def _unanswered(message: str, sent: bool) -> VmUnanswered:
     return VmUnanswered(message, sent=sent)
 
 
+def copy_within(response: httpx.Response, out: IO[bytes], limit: int) -> bool:
+    """Write `response`'s body to `out` as it streams in; False, having stopped, once it
+    passes `limit` bytes (the caller says what that means)."""
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return False
+        out.write(chunk)
+    return True
+
+
 def vm_answer(
     http: httpx.Client, method: str, url: str, *, where: str, limit: int, **kwargs: Any
 ) -> tuple[int, bytes]:
@@ -70,4 +82,4 @@ def vm_answer(
         raise EnvironmentFailure(f"{where}: {exc}") from None
 
 
-__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "VmUnanswered", "byte_limit", "vm_answer"]
+__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "VmUnanswered", "byte_limit", "copy_within", "vm_answer"]

@@ -64,7 +64,7 @@ import attrs
 import httpx
 
 from adapters.errors import TaskSetupError
-from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, vm_answer
+from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, copy_within, vm_answer
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 #: The setup types performed through the VM server.
@@ -524,15 +524,11 @@ class ServerSetup:
                         if response.status_code < 500:
                             break
                         continue
-                    size = 0
-                    for chunk in response.iter_bytes():
-                        size += len(chunk)
-                        if size > self.max_download_bytes:
-                            raise TaskSetupError(
-                                f"{where}: the file passes max_download_bytes "
-                                f"({self.max_download_bytes})"
-                            )
-                        out.write(chunk)
+                    if not copy_within(response, out, self.max_download_bytes):
+                        raise TaskSetupError(
+                            f"{where}: the file passes max_download_bytes "
+                            f"({self.max_download_bytes})"
+                        )
                     return
             except httpx.HTTPError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
