@@ -22,6 +22,17 @@ reference raised one.
 from __future__ import annotations
 
 
+def excerpt(value: object, limit: int = 80) -> str:
+    """`repr(value)` cut to `limit` characters (ending in `...`): how an error message quotes
+    a value it was given, however large or hostile.
+
+    >>> excerpt("x" * 100, 10)
+    "'xxxxxx..."
+    """
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class OsharmError(Exception):
     """Base class of every error raised by osharm-core."""
 

@@ -16,6 +16,7 @@ from typing import Final, Literal
 import attrs
 from returns.result import Failure, Result, Success
 
+from osharm_core.errors import excerpt
 from osharm_core.state import Action
 
 #: The screen size the action ranges refer to unless told otherwise.
@@ -168,11 +169,6 @@ ACTION_SPECS: Final[Mapping[str, ActionSpec]] = MappingProxyType(
 _KNOWN_TYPES: Final = ", ".join(ACTION_SPECS)
 
 
-def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _kind_of(value: object) -> str:
     return type(value).__name__
 
@@ -188,26 +184,26 @@ def _check_value(param: ParamSpec, value: object, screen_size: tuple[int, int]) 
         allowed: tuple[type, ...] = (int, float) if param.kind == "number" else (int,)
         if isinstance(value, bool) or not isinstance(value, allowed):
             what = "a number" if param.kind == "number" else "an integer"
-            return f"expected {what}, got {_kind_of(value)} {_short(value)}"
+            return f"expected {what}, got {_kind_of(value)} {excerpt(value, 60)}"
         assert isinstance(value, int | float)
         bounds = _range_of(param, screen_size)
         finite = not isinstance(value, float) or math.isfinite(value)
         if bounds is not None and not (finite and bounds[0] <= value <= bounds[1]):
-            return f"{_short(value)} is outside {bounds[0]}..{bounds[1]}"
+            return f"{excerpt(value, 60)} is outside {bounds[0]}..{bounds[1]}"
         if not finite:
-            return f"{_short(value)} is not a finite number"
+            return f"{excerpt(value, 60)} is not a finite number"
         if param.choices and value not in param.choices:
-            return f"{_short(value)} is not one of {', '.join(map(str, param.choices))}"
+            return f"{excerpt(value, 60)} is not one of {', '.join(map(str, param.choices))}"
         return None
     if not isinstance(value, str) and param.kind != "keys":
-        return f"expected a string, got {_kind_of(value)} {_short(value)}"
+        return f"expected a string, got {_kind_of(value)} {excerpt(value, 60)}"
     if param.kind == "choice" and value not in param.choices:
-        return f"{_short(value)} is not one of {', '.join(map(repr, param.choices))}"
+        return f"{excerpt(value, 60)} is not one of {', '.join(map(repr, param.choices))}"
     if param.kind == "key":
         return _check_key(value)
     if param.kind == "keys":
         if not isinstance(value, list | tuple) or not value:
-            return f"expected a non-empty list of key names, got {_short(value)}"
+            return f"expected a non-empty list of key names, got {excerpt(value, 60)}"
         for index, key in enumerate(value):
             problem = _check_key(key)
             if problem is not None:
@@ -217,10 +213,10 @@ def _check_value(param: ParamSpec, value: object, screen_size: tuple[int, int]) 
 
 def _check_key(key: object) -> str | None:
     if not isinstance(key, str):
-        return f"expected a key name (a string), got {_kind_of(key)} {_short(key)}"
+        return f"expected a key name (a string), got {_kind_of(key)} {excerpt(key, 60)}"
     if key in _KEY_SET or key.lower() in _KEY_SET:
         return None
-    return f"unknown key name {_short(key)}"
+    return f"unknown key name {excerpt(key, 60)}"
 
 
 def _check_params(
@@ -233,7 +229,7 @@ def _check_params(
                 if spec.params
                 else f"{spec.name} takes no parameters"
             )
-            return f"{spec.name}.{_short(name)}: unknown parameter; {takes}"
+            return f"{spec.name}.{excerpt(name, 60)}: unknown parameter; {takes}"
     for group in spec.together:
         present = [name for name in group if name in action]
         if present and len(present) != len(group):
@@ -271,21 +267,21 @@ def validate_computer_13(
         if action in SPECIAL_WORDS:
             return Success(action)
         return Failure(
-            f"action: a string action must be one of {', '.join(SPECIAL_WORDS)}; got {_short(action)}"
+            f"action: a string action must be one of {', '.join(SPECIAL_WORDS)}; got {excerpt(action, 60)}"
         )
     if not isinstance(action, dict):
         return Failure(
             "action: expected a JSON object with an action_type, or one of "
-            f"{', '.join(SPECIAL_WORDS)}; got {_kind_of(action)} {_short(action)}"
+            f"{', '.join(SPECIAL_WORDS)}; got {_kind_of(action)} {excerpt(action, 60)}"
         )
     if "action_type" not in action:
         return Failure("action_type: missing")
     kind = action["action_type"]
     if not isinstance(kind, str):
-        return Failure(f"action_type: expected a string, got {_kind_of(kind)} {_short(kind)}")
+        return Failure(f"action_type: expected a string, got {_kind_of(kind)} {excerpt(kind, 60)}")
     spec = ACTION_SPECS.get(kind)
     if spec is None:
-        return Failure(f"action_type: unknown action {_short(kind)}; known: {_KNOWN_TYPES}")
+        return Failure(f"action_type: unknown action {excerpt(kind, 60)}; known: {_KNOWN_TYPES}")
     problem = _check_params(spec, action, screen_size)
     if problem is not None:
         return Failure(problem)

@@ -29,6 +29,7 @@ from returns.result import Failure
 
 from adapters.errors import EnvironmentFailure
 from adapters.providers.computer_use import literal
+from osharm_core.errors import excerpt
 from osharm_core.state import thaw
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE, SPECIAL_WORDS, validate_computer_13
 
@@ -126,13 +127,10 @@ def computer_13_code(
         raise EnvironmentFailure(f"{plain['action_type']} runs no code")
     checked = validate_computer_13(plain, screen_size=screen_size)
     if isinstance(checked, Failure):
-        raise EnvironmentFailure(f"bad computer_13 action {_excerpt(plain)}: {checked.failure()}")
+        raise EnvironmentFailure(
+            f"bad computer_13 action {excerpt(plain, 120)}: {checked.failure()}"
+        )
     return _code(plain)
-
-
-def _excerpt(action: object, limit: int = 120) -> str:
-    text = repr(action)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 __all__ = ["MOVE_DURATION", "MOVE_TWEEN", "action_word", "computer_13_code"]

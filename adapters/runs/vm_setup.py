@@ -65,6 +65,7 @@ import httpx
 
 from adapters.errors import TaskSetupError
 from adapters.runs.vm_http import DEFAULT_MAX_ANSWER_BYTES, copy_within, vm_answer
+from osharm_core.errors import excerpt
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 #: The setup types performed through the VM server.
@@ -110,18 +111,13 @@ DOWNLOAD_TRIES: Final = 3
 _REQUIRED: Final = object()
 
 
-def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _kind(value: object) -> str:
     return type(value).__name__
 
 
 def _text(value: object) -> str | None:
     if not isinstance(value, str) or not value:
-        return f"expected a non-empty string, got {_kind(value)} {_short(value)}"
+        return f"expected a non-empty string, got {_kind(value)} {excerpt(value)}"
     return None
 
 
@@ -130,25 +126,25 @@ def _any_text(value: object) -> str | None:
 
 
 def _bool(value: object) -> str | None:
-    return None if isinstance(value, bool) else f"expected true or false, got {_short(value)}"
+    return None if isinstance(value, bool) else f"expected true or false, got {excerpt(value)}"
 
 
 def _command(value: object) -> str | None:
     if isinstance(value, str):
         return None if value.strip() else "expected a command, got an empty string"
     if not isinstance(value, list) or not value:
-        return f"expected a string or a non-empty list of strings, got {_short(value)}"
+        return f"expected a string or a non-empty list of strings, got {excerpt(value)}"
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            return f"[{index}]: expected a string, got {_kind(item)} {_short(item)}"
+            return f"[{index}]: expected a string, got {_kind(item)} {excerpt(item)}"
     return None
 
 
 def _number(value: object, high: float) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"expected a number of seconds, got {_kind(value)} {_short(value)}"
+        return f"expected a number of seconds, got {_kind(value)} {excerpt(value)}"
     if not (math.isfinite(value) and 0 <= value <= high):
-        return f"{_short(value)} is outside 0..{high:g}"
+        return f"{excerpt(value)} is outside 0..{high:g}"
     return None
 
 
@@ -162,13 +158,13 @@ def _wait_seconds(value: object) -> str | None:
 
 def _fields(value: object, kinds: Mapping[str, type]) -> str | None:
     if not isinstance(value, dict):
-        return f"expected an object, got {_kind(value)} {_short(value)}"
+        return f"expected an object, got {_kind(value)} {excerpt(value)}"
     for name, item in value.items():
         want = kinds.get(name)
         if want is None:
-            return f"unknown field {_short(name)}; known: {', '.join(kinds)}"
+            return f"unknown field {excerpt(name)}; known: {', '.join(kinds)}"
         if isinstance(item, bool) or not isinstance(item, want):
-            return f"{name}: expected {want.__name__}, got {_kind(item)} {_short(item)}"
+            return f"{name}: expected {want.__name__}, got {_kind(item)} {excerpt(item)}"
     return None
 
 
@@ -184,10 +180,10 @@ def _verification(value: object) -> str | None:
 
 def _files(value: object) -> str | None:
     if not isinstance(value, list) or not value:
-        return f"expected a non-empty list of {{url, path}} objects, got {_short(value)}"
+        return f"expected a non-empty list of {{url, path}} objects, got {excerpt(value)}"
     for index, item in enumerate(value):
         if not isinstance(item, dict) or set(item) != {"url", "path"}:
-            return f"[{index}]: expected an object with exactly url and path, got {_short(item)}"
+            return f"[{index}]: expected an object with exactly url and path, got {excerpt(item)}"
         for name in ("url", "path"):
             problem = _text(item[name])
             if problem is not None:
@@ -197,7 +193,7 @@ def _files(value: object) -> str | None:
         except (httpx.InvalidURL, TypeError, ValueError):
             scheme = ""
         if scheme not in ("http", "https"):
-            return f"[{index}].url: not an http(s) URL: {_short(item['url'])}"
+            return f"[{index}].url: not an http(s) URL: {excerpt(item['url'])}"
     return None
 
 
@@ -253,25 +249,25 @@ class SetupStep:
 def _step(index: int, raw: object) -> SetupStep:
     where = f"setup config[{index}]"
     if not isinstance(raw, dict):
-        raise TaskSetupError(f"{where}: expected an object, got {_kind(raw)} {_short(raw)}")
+        raise TaskSetupError(f"{where}: expected an object, got {_kind(raw)} {excerpt(raw)}")
     kind = raw.get("type")
     if not isinstance(kind, str):
-        raise TaskSetupError(f"{where}.type: expected a string, got {_short(kind)}")
+        raise TaskSetupError(f"{where}.type: expected a string, got {excerpt(kind)}")
     where = f"{where} ({kind})"
     extra = sorted(set(raw) - {"type", "parameters"}, key=str)
     if extra:
-        raise TaskSetupError(f"{where}: unknown field {_short(extra[0])}")
+        raise TaskSetupError(f"{where}: unknown field {excerpt(extra[0])}")
     params = raw.get("parameters")
     if not isinstance(params, dict):
         raise TaskSetupError(
-            f"{where}.parameters: expected an object, got {_kind(params)} {_short(params)}"
+            f"{where}.parameters: expected an object, got {_kind(params)} {excerpt(params)}"
         )
     kind = "execute" if kind == "command" else kind
     spec = _PARAMS[kind]
     for name in params:
         if name not in spec:
             raise TaskSetupError(
-                f"{where}.parameters: unknown parameter {_short(name)}; "
+                f"{where}.parameters: unknown parameter {excerpt(name)}; "
                 f"{raw['type']} takes {', '.join(spec)}"
             )
     filled: dict[str, Any] = {}
@@ -303,7 +299,7 @@ def plan_setup(config: object) -> tuple[SetupStep, ...]:
         return ()
     if not isinstance(config, list):
         raise TaskSetupError(
-            f"setup config: expected a list of steps, got {_kind(config)} {_short(config)}"
+            f"setup config: expected a list of steps, got {_kind(config)} {excerpt(config)}"
         )
     kinds = [step.get("type") if isinstance(step, dict) else None for step in config]
     host_side = sorted({k for k in kinds if isinstance(k, str) and k in HOST_SIDE_SETUP_TYPES})
@@ -318,7 +314,7 @@ def plan_setup(config: object) -> tuple[SetupStep, ...]:
     )
     if unknown:
         raise TaskSetupError(
-            f"task setup has unknown step types ({', '.join(map(_short, unknown))}); "
+            f"task setup has unknown step types ({', '.join(map(excerpt, unknown))}); "
             f"known: {', '.join(SERVER_SETUP_TYPES)}"
         )
     return tuple(_step(index, raw) for index, raw in enumerate(config))
@@ -457,7 +453,7 @@ class ServerSetup:
         )
         if status != 200:
             detail = body.decode("utf-8", "replace").strip()
-            tail = f": {_short(detail, 200)}" if detail else ""
+            tail = f": {excerpt(detail, 200)}" if detail else ""
             raise TaskSetupError(f"{where}: HTTP {status}{tail}")
         return body
 
@@ -487,7 +483,7 @@ class ServerSetup:
             if attempt + 1 < MAX_UNTIL_TRIES:
                 self._sleep(UNTIL_INTERVAL)
         raise TaskSetupError(
-            f"{step.where}: POST /setup/execute: the answer never met until={_short(until)} "
+            f"{step.where}: POST /setup/execute: the answer never met until={excerpt(until)} "
             f"in {MAX_UNTIL_TRIES} tries"
         )
 
@@ -512,7 +508,7 @@ class ServerSetup:
 
     def _fetch(self, step: SetupStep, url: str, out: IO[bytes]) -> None:
         """Stream `url` into `out` (tried again on connection errors and 5xx answers)."""
-        where = f"{step.where}: GET {_short(url, 200)}"
+        where = f"{step.where}: GET {excerpt(url, 200)}"
         problem = ""
         for _ in range(DOWNLOAD_TRIES):
             out.seek(0)
