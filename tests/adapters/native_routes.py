@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tests.adapters.loopback import LoopbackServer, Received, Reply
-from tests.adapters.provider_routes import anthropic_error, gemini_error
+from tests.adapters.provider_routes import (
+    ResponseChain,
+    anthropic_error,
+    gemini_error,
+    responses_error,
+)
 
 PREFIX = "/native"
 OPENAI_PATH = PREFIX + r"/v1/responses"
@@ -29,11 +34,6 @@ _BETAS = {
     "computer_20250124": "computer-use-2025-01-24",
 }
 _PNG = "iVBORw0KGgo"
-
-
-def _openai_error(status: int, message: str) -> Reply:
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": None}}
-    return Reply(status, body, headers={"x-request-id": f"req_{status}"})
 
 
 class _Scripted:
@@ -68,40 +68,30 @@ class OpenAIComputerSimulator(_Scripted):
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[str, tuple[set[str], set[str]]] = {}
-        self._ids = itertools.count(1)
+        self._chain = ResponseChain("data:image/png;base64," + _PNG)
 
     def _forget(self) -> None:
-        self._pending.clear()
-        self._ids = itertools.count(1)
+        self._chain.forget()
 
     def __call__(self, received: Received) -> Reply:
         """Check the request as the Responses API does, then answer with the next scripted output."""
         if not received.headers.get("authorization", "").startswith("Bearer "):
-            return _openai_error(401, "You didn't provide an API key.")
+            return responses_error(401, "You didn't provide an API key.")
         body = received.json()
         if body.get("tools") != [{"type": "computer"}]:
-            return _openai_error(400, "the computer tool is declared as {'type': 'computer'}")
+            return responses_error(400, "the computer tool is declared as {'type': 'computer'}")
         with self.lock:
             self.bodies.append(body)
-            problem = self._check_chain(body)
+            problem = self._chain.problem(body)
             if problem is not None:
-                return _openai_error(400, problem)
+                return responses_error(400, problem)
             message = {
                 "type": "message",
                 "role": "assistant",
                 "content": [{"type": "output_text", "text": "All done."}],
             }
             output = self.next_turn([message])
-            response_id = f"resp_{next(self._ids)}"
-            calls = {i["call_id"] for i in output if i["type"] == "computer_call"}
-            checks = {
-                c["id"]
-                for i in output
-                if i["type"] == "computer_call"
-                for c in i.get("pending_safety_checks", [])
-            }
-            self._pending[response_id] = (calls, checks)
+            response_id = self._chain.store(output)
         reply = {
             "id": response_id,
             "object": "response",
@@ -111,30 +101,6 @@ class OpenAIComputerSimulator(_Scripted):
             "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
         }
         return Reply(200, reply)
-
-    def _check_chain(self, body: Mapping[str, Any]) -> str | None:
-        previous = body.get("previous_response_id")
-        if previous is None:
-            return None
-        if previous not in self._pending:
-            return f"Previous response with id '{previous}' not found."
-        calls, checks = self._pending[previous]
-        answered: dict[str, Any] = {}
-        acknowledged: set[str] = set()
-        for item in body.get("input", []):
-            if item.get("type") == "computer_call_output":
-                answered[item["call_id"]] = item["output"]
-                acknowledged |= {c["id"] for c in item.get("acknowledged_safety_checks", [])}
-        if calls - set(answered):
-            return f"No tool output found for computer call {sorted(calls - set(answered))[0]}."
-        for output in answered.values():
-            if output.get("type") != "computer_screenshot" or not output.get(
-                "image_url", ""
-            ).startswith("data:image/png;base64," + _PNG):
-                return "computer_call_output must carry a screenshot"
-        if checks - acknowledged:
-            return "Pending safety checks must be acknowledged to proceed."
-        return None
 
 
 class AnthropicComputerSimulator(_Scripted):

@@ -109,7 +109,8 @@ def reasoning(text: str) -> dict[str, Any]:
     return {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": text}]}
 
 
-def _openai_error(status: int, message: str, code: str | None = None) -> Reply:
+def responses_error(status: int, message: str, code: str | None = None) -> Reply:
+    """An OpenAI-style error reply, as the Responses API sends it."""
     body = {
         "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
     }
@@ -193,66 +194,31 @@ class GeminiSimulator:
         return Reply(200, gemini_reply(self.text, model=model))
 
 
-class ResponsesSimulator:
-    """`POST /v1/responses` keeping each response's pending calls and safety checks, as the API does.
+class ResponseChain:
+    """What a Responses API server keeps between calls: each response's pending computer calls
+    and safety checks. `problem(body)` is the 400 message a continuation that does not answer
+    every pending call with a screenshot (its data URL starting with `screenshot_prefix`), or
+    does not acknowledge the pending safety checks, gets; `store(output)` keeps a new response."""
 
-    `script(*outputs)` queues the output item lists of the next responses. A
-    request continuing a response must answer every pending `computer_call`
-    with a screenshot, and must acknowledge its pending safety checks, or it
-    gets the 400 the API sends.
-    """
+    def __init__(self, screenshot_prefix: str = "data:image/png;base64,") -> None:
+        self.screenshot_prefix = screenshot_prefix
+        self.forget()
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._outputs: deque[list[dict[str, Any]]] = deque()
+    def forget(self) -> None:
+        """Forget every stored response."""
         self._pending: dict[str, tuple[set[str], set[str]]] = {}
         self._ids = itertools.count(1)
 
-    def reset(self) -> None:
-        """Forget scripted outputs and stored responses."""
-        with self._lock:
-            self._outputs.clear()
-            self._pending.clear()
-            self._ids = itertools.count(1)
+    def store(self, output: list[dict[str, Any]]) -> str:
+        """Keep a response with this `output`; its id."""
+        response_id = f"resp_{next(self._ids)}"
+        calls = [i for i in output if i["type"] == "computer_call"]
+        checks = {c["id"] for i in calls for c in i.get("pending_safety_checks", [])}
+        self._pending[response_id] = ({i["call_id"] for i in calls}, checks)
+        return response_id
 
-    def script(self, *outputs: list[dict[str, Any]]) -> None:
-        """Queue the `output` lists of the next responses, in order."""
-        with self._lock:
-            self._outputs.extend(outputs)
-
-    def __call__(self, received: Received) -> Reply:
-        """Check chaining and safety-check rules, then answer with the next scripted output."""
-        if not received.headers.get("authorization", "").startswith("Bearer "):
-            return _openai_error(401, "You didn't provide an API key.")
-        body = received.json()
-        tools = body.get("tools", [])
-        if not tools or tools[0].get("type") != "computer_use_preview":
-            return _openai_error(400, "computer-use-preview requires the computer_use_preview tool")
-        with self._lock:
-            problem = self._check_chain(body)
-            if problem is not None:
-                return _openai_error(400, problem)
-            output = self._outputs.popleft() if self._outputs else [output_message("All done.")]
-            response_id = f"resp_{next(self._ids)}"
-            calls = {i["call_id"] for i in output if i["type"] == "computer_call"}
-            checks = {
-                c["id"]
-                for i in output
-                if i["type"] == "computer_call"
-                for c in i["pending_safety_checks"]
-            }
-            self._pending[response_id] = (calls, checks)
-        reply = {
-            "id": response_id,
-            "object": "response",
-            "status": "completed",
-            "model": f"{body['model']}-loopback",
-            "output": output,
-            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
-        }
-        return Reply(200, reply, headers={"x-request-id": f"req_{response_id}"})
-
-    def _check_chain(self, body: Mapping[str, Any]) -> str | None:
+    def problem(self, body: Mapping[str, Any]) -> str | None:
+        """Why the API would refuse `body` as a continuation (`None`: it would not)."""
         previous = body.get("previous_response_id")
         if previous is None:
             return None
@@ -271,12 +237,64 @@ class ResponsesSimulator:
         for output in answered.values():
             url = output.get("image_url", "")
             if output.get("type") != "computer_screenshot" or not url.startswith(
-                "data:image/png;base64,"
+                self.screenshot_prefix
             ):
                 return "computer_call_output must carry a screenshot"
         if checks - acknowledged:
             return "Pending safety checks must be acknowledged to proceed."
         return None
+
+
+class ResponsesSimulator:
+    """`POST /v1/responses` keeping each response's pending calls and safety checks, as the API does.
+
+    `script(*outputs)` queues the output item lists of the next responses. A
+    request continuing a response must answer every pending `computer_call`
+    with a screenshot, and must acknowledge its pending safety checks, or it
+    gets the 400 the API sends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._outputs: deque[list[dict[str, Any]]] = deque()
+        self._chain = ResponseChain()
+
+    def reset(self) -> None:
+        """Forget scripted outputs and stored responses."""
+        with self._lock:
+            self._outputs.clear()
+            self._chain.forget()
+
+    def script(self, *outputs: list[dict[str, Any]]) -> None:
+        """Queue the `output` lists of the next responses, in order."""
+        with self._lock:
+            self._outputs.extend(outputs)
+
+    def __call__(self, received: Received) -> Reply:
+        """Check chaining and safety-check rules, then answer with the next scripted output."""
+        if not received.headers.get("authorization", "").startswith("Bearer "):
+            return responses_error(401, "You didn't provide an API key.")
+        body = received.json()
+        tools = body.get("tools", [])
+        if not tools or tools[0].get("type") != "computer_use_preview":
+            return responses_error(
+                400, "computer-use-preview requires the computer_use_preview tool"
+            )
+        with self._lock:
+            problem = self._chain.problem(body)
+            if problem is not None:
+                return responses_error(400, problem)
+            output = self._outputs.popleft() if self._outputs else [output_message("All done.")]
+            response_id = self._chain.store(output)
+        reply = {
+            "id": response_id,
+            "object": "response",
+            "status": "completed",
+            "model": f"{body['model']}-loopback",
+            "output": output,
+            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+        }
+        return Reply(200, reply, headers={"x-request-id": f"req_{response_id}"})
 
 
 def install(
