@@ -6,8 +6,9 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from adapters.trajectories.replay import ReplayEnv
 from tests.conftest import OBSERVATIONS
 
 #: Small real observations (a few hundred nodes each), in the order a folder serves them.
@@ -91,3 +92,20 @@ def write_task_list(
     meta = root / meta_name
     meta.write_text(json.dumps(dict(ids)))
     return meta, examples
+
+
+class Killed(BaseException):
+    """Stands in for a kill: not an Exception, so nothing on the way catches it."""
+
+
+class KillingEnv(ReplayEnv):
+    """A replayed desktop that raises `Killed` instead of executing action number `kill_at`."""
+
+    def __init__(self, directory: Path, kill_at: int | None) -> None:
+        super().__init__(directory)
+        self.kill_at = kill_at
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        if self.kill_at is not None and len(self.actions) + 1 == self.kill_at:
+            raise Killed
+        return super().step(action, pause)

@@ -15,7 +15,7 @@ from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
-from tests.facade.helpers import observation_folder
+from tests.facade.helpers import Killed, KillingEnv, observation_folder
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -23,26 +23,11 @@ PRESS = "Pressing.\n```python\npyautogui.press('enter')\n```"
 TASK = OsworldTask(domain="os", example_id="_one", instruction="Do it")
 
 
-class _Killed(BaseException):
-    """Stands in for a kill."""
-
-
-class _KillingEnv(ReplayEnv):
-    def __init__(self, directory: Path, kill_at: int | None) -> None:
-        super().__init__(directory)
-        self.kill_at = kill_at
-
-    def step(self, action: Any, pause: float = 0) -> Any:
-        if self.kill_at is not None and len(self.actions) + 1 == self.kill_at:
-            raise _Killed
-        return super().step(action, pause)
-
-
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_killed_episode_continues_from_its_recorded_steps(tmp_path: Path, mode: str) -> None:
     desktop = observation_folder(tmp_path / "obs")
     results = tmp_path / "results"
-    envs: list[_KillingEnv] = []
+    envs: list[KillingEnv] = []
 
     def run(replies: list[str], kill_at: int | None, clients: list[FakeClient]) -> Any:
         def make_agent(task: OsworldTask) -> PromptAgent:
@@ -50,7 +35,7 @@ def test_a_killed_episode_continues_from_its_recorded_steps(tmp_path: Path, mode
             return PromptAgent.from_config(CONFIG, client=clients[-1])
 
         def make_env(task: OsworldTask) -> Any:
-            envs.append(_KillingEnv(desktop, kill_at))
+            envs.append(KillingEnv(desktop, kill_at))
             return envs[-1] if mode == "sync" else in_thread(envs[-1])
 
         common: dict[str, Any] = {
@@ -66,7 +51,7 @@ def test_a_killed_episode_continues_from_its_recorded_steps(tmp_path: Path, mode
         return asyncio.run(arun_task_list([TASK], workers=1, **common))
 
     first: list[FakeClient] = []
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
         run([CLICK, PRESS, "DONE"], kill_at=2, clients=first)
     folder = result_folder(results, CONFIG, "os", "_one")
     assert len(load_result_folder(folder)) == 2

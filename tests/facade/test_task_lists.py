@@ -26,7 +26,7 @@ from adapters.trajectories.jsonl import TrajectoryRecorder, read_trajectory
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ForkClient, ReplayEnv
 from osharm_core import AgentConfig
-from tests.facade.helpers import observation_folder, write_task_list
+from tests.facade.helpers import Killed, KillingEnv, observation_folder, write_task_list
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -56,21 +56,6 @@ def test_a_task_list_is_read_in_its_order(tmp_path: Path) -> None:
         load_task_list(meta, examples)
 
 
-class _Killed(BaseException):
-    """Stands in for a kill: not an Exception, so nothing on the way catches it."""
-
-
-class _KillingEnv(ReplayEnv):
-    def __init__(self, directory: Path, kill_at: int | None) -> None:
-        super().__init__(directory)
-        self.kill_at = kill_at
-
-    def step(self, action: Any, pause: float = 0) -> Any:
-        if self.kill_at is not None and len(self.actions) + 1 == self.kill_at:
-            raise _Killed
-        return super().step(action, pause)
-
-
 def test_a_killed_run_resumes_without_losing_or_repeating_a_task(tmp_path: Path) -> None:
     meta, examples = _task_list(tmp_path)
     tasks = load_task_list(meta, examples)
@@ -84,7 +69,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_task(tmp_path: Path)
             return PromptAgent.from_config(CONFIG, client=FakeClient([CLICK, CLICK, "DONE"]))
 
         def make_env(task: OsworldTask) -> ReplayEnv:
-            return _KillingEnv(desktop, kill_at=2 if task == kill else None)
+            return KillingEnv(desktop, kill_at=2 if task == kill else None)
 
         outcomes = run_task_list(
             tasks,
@@ -96,7 +81,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_task(tmp_path: Path)
         )
         return [o.status for o in outcomes]
 
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
         run(kill=tasks[1])
     first, second, third = (result_folder(results, CONFIG, t.domain, t.example_id) for t in tasks)
     assert is_finished(first)
