@@ -586,6 +586,15 @@ def _died(ray: Any, error: BaseException) -> bool:
     return isinstance(error, deaths) and not isinstance(error, ray.exceptions.RayTaskError)
 
 
+def _raised_remotely(ray: Any, error: Exception) -> Exception:
+    """The error an actor's episode raised, as it raised it (Ray's `RayTaskError` wraps it in
+    the actor's whole traceback, which the CLI would print as its one error line)."""
+    cause = (
+        getattr(error, "cause", None) if isinstance(error, ray.exceptions.RayTaskError) else None
+    )
+    return cause if isinstance(cause, Exception) else error
+
+
 def _reason(error: BaseException, limit: int = 200) -> str:
     """Ray's reason for a death in one line: its whole sentences up to `limit` characters.
 
@@ -667,7 +676,7 @@ def _drive(
                 answer = ray.get(next(ref) if steps else ref)
             except Exception as exc:
                 if not _died(ray, exc):
-                    raise
+                    raise _raised_remotely(ray, exc) from None
                 deaths.append(_reason(exc))
                 stop.died(task)
                 # Actors not started yet may now get the dead one's room: give them time.

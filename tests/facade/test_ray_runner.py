@@ -16,7 +16,7 @@ from adapters.accounting import Budget
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.engine.limits import Limiter
-from adapters.errors import ConfigurationError, EnvironmentFailure
+from adapters.errors import ConfigurationError, EnvironmentFailure, UsageError
 from adapters.registry import REGISTRY
 from adapters.runs import OsworldTask, TaskOutcome, is_finished, load_task_list
 from adapters.trajectories.osharm import load_result_folder, result_folder
@@ -353,6 +353,30 @@ def test_an_actor_that_cannot_start_is_a_configuration_error(
     assert str(caught.value).endswith(
         "ModuleNotFoundError: No module named 'driver_only_factories'"
     )
+
+
+def make_keyless_agent(task: OsworldTask, limiter: Limiter | None) -> PromptAgent:
+    """A node without the API key: the agent's factory refuses, as the CLI's does."""
+    raise UsageError("the environment variable KEY (--api-key-env) is not set")
+
+
+def test_an_error_an_episode_raises_on_an_actor_reaches_the_driver_as_raised(
+    cluster: None, tmp_path: Path
+) -> None:
+    """Not wrapped in Ray's RayTaskError, whose message is the actor's whole traceback: the
+    CLI prints the error's message as its one line."""
+    meta, examples = _task_list(tmp_path)
+    with pytest.raises(UsageError) as caught:
+        run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=make_keyless_agent,
+            make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
+            max_steps=5,
+        )
+    assert type(caught.value) is UsageError
+    assert str(caught.value) == "the environment variable KEY (--api-key-env) is not set"
 
 
 def test_a_worker_that_dies_fails_its_task_and_the_others_go_on(
