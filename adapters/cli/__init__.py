@@ -184,9 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay this recorded run (trajectory.jsonl, its directory or an OS-Harm result "
         "folder) for the first --at steps, then hand over to --model",
     )
-    run.add_argument(
-        "--at", type=int, default=0, metavar="K", help="with --fork: steps replayed (default 0)"
-    )
+    run.add_argument("--at", type=int, metavar="K", help="with --fork: steps replayed (default 0)")
     run.add_argument(
         "--observations",
         metavar="DIR",
@@ -200,7 +198,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--format",
         choices=("jsonl", "osharm"),
-        default="jsonl",
         help="jsonl: our trajectory.jsonl (default); osharm: OS-Harm / OSWorld result folders "
         "(--out/ACTION_SPACE/OBSERVATION_TYPE/MODEL/DOMAIN/ID with traj.jsonl, better_log.json, "
         "screenshots and result.txt) that OS-Harm's judge reads; DOMAIN and ID come from "
@@ -614,6 +611,10 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for flag, given in _task_list_only(args):
         if given:
             raise UsageError(f"{flag} belongs to --tasks META.json runs, not to task directories")
+    if args.at is not None and args.fork is None:
+        raise UsageError("--at K says how many steps of --fork RECORDED to replay: give --fork")
+    args.format = args.format or "jsonl"
+    args.at = args.at or 0
     tasks = [Path(t) for t in args.tasks]
     for task in tasks:
         if not task.is_dir():

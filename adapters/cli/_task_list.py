@@ -216,8 +216,7 @@ def _env_factories(
     if args.env_url:
         if args.observations is not None:
             raise UsageError("give --observations DIR or --env-url URL, not both")
-        for url in args.env_url:
-            _check_vm_url(url)
+        _check_vm_urls(args.env_url)
         if args.workers > len(args.env_url):
             raise UsageError(
                 f"--workers {args.workers} needs as many --env-url VMs (one environment per "
@@ -253,14 +252,31 @@ def _env_factories(
     return [functools.partial(replay_env, Path(args.observations))]
 
 
-def _check_vm_url(url: str) -> None:
-    """A `UsageError` unless `url` is an http(s) URL with a host (a VM server's address)."""
+def _check_vm_url(url: str) -> tuple[str, str, int | None, str]:
+    """The VM server `url` names (scheme, host, port, path), or a `UsageError` unless it is
+    an http(s) URL with a host."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
         raise UsageError(f"--env-url {url!r} is not a URL: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise UsageError(f"--env-url {url!r} must be http://HOST:PORT (the VM server's address)")
+    default_port = 80 if parsed.scheme == "http" else 443
+    return parsed.scheme, parsed.host, parsed.port or default_port, parsed.path.rstrip("/")
+
+
+def _check_vm_urls(urls: Sequence[str]) -> None:
+    """Each of `urls` checked, and none naming a VM another one names: two episodes would
+    drive one desktop at once."""
+    seen: dict[tuple[str, str, int | None, str], str] = {}
+    for url in urls:
+        place = _check_vm_url(url)
+        if place in seen:
+            raise UsageError(
+                f"--env-url {url!r} names the same VM as --env-url {seen[place]!r}: each "
+                "episode needs a VM of its own (give one --env-url per VM)"
+            )
+        seen[place] = url
 
 
 def _pooled(factories: Sequence[Callable[[OsworldTask], Env]]) -> Callable[[OsworldTask], AsyncEnv]:
@@ -288,6 +304,17 @@ def _rate_limiter(args: argparse.Namespace) -> RateLimiter:
     )
 
 
+def _task_directories_only(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
+    """The options that only a run of task directories reads, and whether each was given
+    (a task list's instructions are its tasks', its folders OS-Harm's, finished ones kept)."""
+    return (
+        ("--instruction", args.instruction is not None),
+        ("--overwrite", args.overwrite),
+        ("--format", args.format is not None),
+        ("--at", args.at is not None),
+    )
+
+
 def run_task_list_command(
     args: argparse.Namespace, config: AgentConfig, out: TextIO, budget: Budget
 ) -> int:
@@ -298,6 +325,11 @@ def run_task_list_command(
         raise UsageError("give task directories or --tasks META.json, not both")
     if args.fork is not None:
         raise UsageError("--fork replays one recorded run: give one task directory, not --tasks")
+    for flag, given in _task_directories_only(args):
+        if given:
+            raise UsageError(
+                f"{flag} belongs to runs of task directories, not to --tasks META.json"
+            )
     if args.examples is None:
         raise UsageError("--tasks needs --examples DIR")
     if args.workers is None:

@@ -65,6 +65,33 @@ def test_task_list_options_are_refused_for_task_directories(
         assert f"{flag} belongs to --tasks META.json runs" in capsys.readouterr().err
 
 
+def test_task_directory_options_are_refused_for_task_lists(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Not silently ignored: a task list's instructions are its tasks', its folders OS-Harm's."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    observation_folder(tmp_path / "obs")
+    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv += ["--observations", str(tmp_path / "obs"), "--out", str(tmp_path / "out")]
+    for extra, flag in (
+        (["--instruction", "something else"], "--instruction"),
+        (["--overwrite"], "--overwrite"),
+        (["--format", "jsonl"], "--format"),
+        (["--format", "osharm"], "--format"),
+        (["--at", "2"], "--at"),
+    ):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} belongs to runs of task directories, not to --tasks META.json" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_at_without_fork_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    argv = ["run", str(EXAMPLE), "--model", f"replay:{EXAMPLE / 'trajectory.jsonl'}"]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--at", "1"]) == 2
+    assert "--at K says how many steps of --fork RECORDED to replay" in capsys.readouterr().err
+
+
 def test_a_task_whose_observation_cannot_be_read_fails_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

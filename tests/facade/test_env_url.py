@@ -11,7 +11,7 @@ from adapters.cli import main
 from adapters.trajectories.osharm import load_result_folder
 from tests.adapters.loopback import LoopbackServer
 from tests.facade.helpers import write_task_list
-from tests.facade.test_environments import VIDEO, vm_server  # noqa: F401  (the fixture)
+from tests.facade.test_environments import VIDEO, serve_vm, vm_server  # noqa: F401  (the fixture)
 
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
 
@@ -37,23 +37,30 @@ def test_a_task_list_runs_on_vm_servers(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url = vm_server.base_url
-    argv = _args(tmp_path, "--env-url", url, "--env-url", url, "--workers", "2")
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "summary: 3 task(s): 3 finished" in out
-    executed = [r.json()["command"][2] for r in vm_server.requests if r.path == "/execute"]
-    assert len(executed) == 3
-    assert all(code.endswith("pyautogui.click(19, 31)") for code in executed)
-    (folder,) = (tmp_path / "results").glob("pyautogui/a11y_tree/*/os/_b")
-    assert [e.response for e in load_result_folder(folder)] == [CLICK, "DONE"]
-    # A VM's server cannot score: the folder is marked ended but unscored, and a rerun keeps it.
-    assert not (folder / "result.txt").exists()
-    assert (folder / "unscored.txt").read_text().startswith("the episode ended")
-    vm_server.reset()
-    assert main(argv) == 0
-    assert "summary: 3 task(s): 0 finished, 3 skipped (already finished)" in capsys.readouterr().out
-    assert [r for r in vm_server.requests if r.path == "/execute"] == []
+    with LoopbackServer() as other:
+        vms = (vm_server, serve_vm(other))
+        urls = [vm.base_url for vm in vms]
+        argv = _args(tmp_path, "--env-url", urls[0], "--env-url", urls[1], "--workers", "2")
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "summary: 3 task(s): 3 finished" in out
+        executed = [
+            r.json()["command"][2] for vm in vms for r in vm.requests if r.path == "/execute"
+        ]
+        assert len(executed) == 3
+        assert all(code.endswith("pyautogui.click(19, 31)") for code in executed)
+        (folder,) = (tmp_path / "results").glob("pyautogui/a11y_tree/*/os/_b")
+        assert [e.response for e in load_result_folder(folder)] == [CLICK, "DONE"]
+        # A VM's server cannot score: the folder is marked ended but unscored, and a rerun
+        # keeps it.
+        assert not (folder / "result.txt").exists()
+        assert (folder / "unscored.txt").read_text().startswith("the episode ended")
+        for vm in vms:
+            vm.reset()
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "summary: 3 task(s): 0 finished, 3 skipped (already finished)" in out
+        assert [r for vm in vms for r in vm.requests if r.path == "/execute"] == []
 
 
 def test_env_url_mistakes_are_usage_errors(
@@ -68,6 +75,12 @@ def test_env_url_mistakes_are_usage_errors(
     assert "--observations DIR (or --env-url URL)" in capsys.readouterr().err
     assert main(_args(tmp_path, "--env-url", url, "--settle", "-1")) == 2
     assert "--settle takes 0 to 3600 seconds; got -1" in capsys.readouterr().err
+    # One VM named twice (however spelled) would have two episodes drive one desktop at once.
+    for twice in (url, "HTTP://127.0.0.1:9/", url + "/"):
+        assert main(_args(tmp_path, "--env-url", url, "--env-url", twice, "--workers", "2")) == 2
+        assert "names the same VM as --env-url 'http://127.0.0.1:9'" in capsys.readouterr().err
+    assert main(_args(tmp_path, "--env-url", "http://a:80", "--env-url", "http://a")) == 2
+    assert "names the same VM" in capsys.readouterr().err
 
 
 def test_record_saves_each_episode_video_in_its_folder(

@@ -24,7 +24,7 @@ from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
 from tests.facade.helpers import observation_folder, write_task_list
-from tests.facade.test_environments import vm_server  # noqa: F401  (the fixture)
+from tests.facade.test_environments import serve_vm, vm_server  # noqa: F401  (the fixture)
 
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed (pip install 'osharm-core[ray]')"
@@ -196,35 +196,35 @@ def test_with_ray_each_actor_reverts_its_own_vm_before_each_task(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    meta, examples = _task_list(tmp_path)
-    monkeypatch.setenv("LOOPBACK_KEY", "k")
-    reverts = tmp_path / "reverts"
-    url = vm_server.base_url
-    argv = [
-        "run",
-        "--tasks", str(meta),
-        "--examples", str(examples),
-        "--model", "compat/m",
-        "--base-url", model_server.base_url + "/v1",
-        "--api-key-env", "LOOPBACK_KEY",
-        "--observation-type", "a11y_tree",
-        "--action-space", "pyautogui",
-        "--out", str(tmp_path / "results"),
-        "--workers", "2",
-        "--domain", "os",
-        "--env-url", url,
-        "--env-url", url,
-        "--settle", "0",
-        "--env-revert", f'echo "$OSHARM_VM_INDEX $PPID" >> {reverts}',
-        "--ray", "auto",
-        "--ray-cpus-per-worker", "0.5",
-    ]  # fmt: skip
-    assert main(argv) == 0
-    assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
-    ran = [line.split() for line in reverts.read_text().splitlines()]
-    assert len(ran) == 3
-    assert {index for index, _ in ran} <= {"0", "1"}
-    assert str(os.getpid()) not in {parent for _, parent in ran}  # in the actors, not here
+    with LoopbackServer() as other:
+        meta, examples = _task_list(tmp_path)
+        monkeypatch.setenv("LOOPBACK_KEY", "k")
+        reverts = tmp_path / "reverts"
+        argv = [
+            "run",
+            "--tasks", str(meta),
+            "--examples", str(examples),
+            "--model", "compat/m",
+            "--base-url", model_server.base_url + "/v1",
+            "--api-key-env", "LOOPBACK_KEY",
+            "--observation-type", "a11y_tree",
+            "--action-space", "pyautogui",
+            "--out", str(tmp_path / "results"),
+            "--workers", "2",
+            "--domain", "os",
+            "--env-url", vm_server.base_url,
+            "--env-url", serve_vm(other).base_url,
+            "--settle", "0",
+            "--env-revert", f'echo "$OSHARM_VM_INDEX $PPID" >> {reverts}',
+            "--ray", "auto",
+            "--ray-cpus-per-worker", "0.5",
+        ]  # fmt: skip
+        assert main(argv) == 0
+        assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
+        ran = [line.split() for line in reverts.read_text().splitlines()]
+        assert len(ran) == 3
+        assert {index for index, _ in ran} <= {"0", "1"}
+        assert str(os.getpid()) not in {parent for _, parent in ran}  # in the actors, not here
 
 
 def test_budgets_hold_on_ray_episode_caps_in_the_actors_run_cap_at_the_driver(

@@ -22,7 +22,7 @@ from osharm_core import AgentConfig, ConfigError
 from tests.adapters.loopback import LoopbackServer, Reply
 from tests.facade.helpers import load
 from tests.facade.test_env_url import _args
-from tests.facade.test_environments import vm_server  # noqa: F401  (the fixture)
+from tests.facade.test_environments import serve_vm, vm_server  # noqa: F401  (the fixture)
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
 
@@ -121,25 +121,26 @@ def test_env_revert_restores_each_vm_before_each_task(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url = vm_server.base_url
-    said = tmp_path / "reverts"
-    revert = f'echo "$OSHARM_VM_INDEX" >> {said}'
-    argv = _args(tmp_path, "--env-url", url, "--env-url", url, "--workers", "2")
-    assert main([*argv, "--env-revert", revert]) == 0
-    assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
-    lines = said.read_text().split()
-    assert len(lines) == 3
-    assert set(lines) <= {"0", "1"}
+    with LoopbackServer() as other:
+        said = tmp_path / "reverts"
+        revert = f'echo "$OSHARM_VM_INDEX" >> {said}'
+        urls = ("--env-url", vm_server.base_url, "--env-url", serve_vm(other).base_url)
+        argv = _args(tmp_path, *urls, "--workers", "2")
+        assert main([*argv, "--env-revert", revert]) == 0
+        assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
+        lines = said.read_text().split()
+        assert len(lines) == 3
+        assert set(lines) <= {"0", "1"}
 
-    shutil.rmtree(tmp_path / "results")
-    # A VM that cannot be restored stops the run (the next task would start on a dirty desktop).
-    assert main([*argv, "--env-revert", "echo cannot >&2; exit 1"]) == 1
-    assert "exited with status 1; it said: cannot" in capsys.readouterr().err
-    assert not list((tmp_path / "results").rglob("traj.jsonl"))
-    assert main(_args(tmp_path, "--observations", str(tmp_path), "--env-revert", "true")) == 2
-    assert "--env-revert restores live VMs: give --env-url URL" in capsys.readouterr().err
-    assert main([*argv, "--env-revert", "true", "--env-ready-timeout", "0"]) == 2
-    assert "--env-ready-timeout takes 0 to 86400 seconds" in capsys.readouterr().err
+        shutil.rmtree(tmp_path / "results")
+        # A VM that cannot be restored stops the run (the next task would start on a dirty desktop).
+        assert main([*argv, "--env-revert", "echo cannot >&2; exit 1"]) == 1
+        assert "exited with status 1; it said: cannot" in capsys.readouterr().err
+        assert not list((tmp_path / "results").rglob("traj.jsonl"))
+        assert main(_args(tmp_path, "--observations", str(tmp_path), "--env-revert", "true")) == 2
+        assert "--env-revert restores live VMs: give --env-url URL" in capsys.readouterr().err
+        assert main([*argv, "--env-revert", "true", "--env-ready-timeout", "0"]) == 2
+        assert "--env-ready-timeout takes 0 to 86400 seconds" in capsys.readouterr().err
 
 
 def test_a_revert_is_killed_when_its_episode_is_stopped(
