@@ -163,9 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --tasks: the examples directory holding DOMAIN/ID.json task configs",
     )
-    run.add_argument(
-        "--domain", default="all", help="with --tasks: run only this domain (default all)"
-    )
+    run.add_argument("--domain", help="with --tasks: run only this domain (default all)")
     run.add_argument(
         "--workers",
         type=int,
@@ -585,6 +583,10 @@ def _run_budget_spent(budget: Budget, name: str, out: TextIO) -> bool:
 def _task_list_only(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
     """The options that only a task-list run reads, and whether each was given."""
     return (
+        ("--examples", args.examples is not None),
+        ("--domain", args.domain is not None),
+        ("--observations", args.observations is not None),
+        ("--progress", args.progress),
         ("--env-url", bool(args.env_url)),
         ("--env-revert", args.env_revert is not None),
         ("--record", args.record),

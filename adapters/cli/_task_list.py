@@ -341,7 +341,9 @@ def run_task_list_command(
         raise UsageError(f"--episode-timeout takes a number of seconds above 0; got {timeout:g}")
     factories = _env_factories(args, config)
     limiter = _rate_limiter(args)
-    tasks = load_task_list(args.task_list, args.examples, domain=args.domain)
+    tasks = load_task_list(
+        args.task_list, args.examples, domain="all" if args.domain is None else args.domain
+    )
 
     def report(outcome: TaskOutcome) -> None:
         score = "" if outcome.score is None else f", score {outcome.score}"

@@ -60,6 +60,10 @@ def test_task_list_options_are_refused_for_task_directories(
         (["--episode-timeout", "5"], "--episode-timeout"),
         (["--requests-per-minute", "10"], "--requests-per-minute"),
         (["--continue-unfinished"], "--continue-unfinished"),
+        (["--examples", str(tmp_path)], "--examples"),
+        (["--domain", "os"], "--domain"),
+        (["--observations", str(tmp_path)], "--observations"),
+        (["--progress"], "--progress"),
     ):
         assert main([*argv, *extra]) == 2
         assert f"{flag} belongs to --tasks META.json runs" in capsys.readouterr().err
