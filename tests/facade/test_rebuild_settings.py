@@ -38,7 +38,7 @@ from adapters.trajectories.osharm import (
 )
 from adapters.trajectories.rebuild import PROMPT_SETTINGS, load_recording, rebuild_step
 from adapters.trajectories.replay import ReplayEnv
-from osharm_core import AgentConfig
+from osharm_core import AgentConfig, ServerLimits
 from tests import strategies as s
 from tests.facade.helpers import load
 
@@ -388,3 +388,23 @@ def test_every_prompt_setting_is_kept_by_both_formats() -> None:
     fields = {f.name for f in attrs.fields(AgentConfig)}
     assert set(PROMPT_SETTINGS) <= fields
     assert {f.name for f in attrs.fields(TrajectoryEntry)} >= set(NEWER_KEYS)
+
+
+def test_a_cut_that_does_not_match_a_fully_stated_recording_blames_no_setting(
+    tmp_path: Path,
+) -> None:
+    """With every setting stated, a size other than the one measured means the code changed."""
+    config = _config(
+        observation_type="a11y_tree", server_profile=ServerLimits(max_input_tokens=1500)
+    )
+    path, client = _jsonl_run(tmp_path, config)
+    lines = _lines(path)
+    cut = next(line for line in lines if "degradation" in line)
+    assert (
+        rebuild_step(path, cut["step"]).request.messages
+        == client.requests[cut["step"] - 1].messages
+    )
+    cut["degradation"]["after"]["input_tokens"] += 1
+    _write_lines(path, lines)
+    with pytest.raises(TrajectoryError, match="states every setting that shapes the prompt"):
+        rebuild_step(path, cut["step"])
