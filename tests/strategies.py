@@ -746,3 +746,39 @@ model_words = st.from_regex(r"[a-z][a-z0-9.\-]{0,20}", fullmatch=True)
 scheme_separators = st.sampled_from(["/", ":", "|"])
 #: Concurrent agents sharing a run cap: (workers, tokens per step, run token cap).
 shared_runs = st.tuples(st.integers(1, 8), st.integers(1, 60), st.integers(1, 400))
+
+
+# --- rebuilt steps: the settings that shape the prompt (tests/facade/test_rebuild_settings.py) ---
+
+
+@st.composite
+def prompt_configs(draw: st.DrawFn) -> AgentConfig:
+    """Agent configurations that differ from the defaults in what shapes the prompt
+    (history length, tree budget, ubuntu attributes, set-of-marks test, client password)."""
+    kind = draw(st.sampled_from(["screenshot_a11y_tree", "a11y_tree", "som"]))
+    return AgentConfig(
+        model="gpt-4o",
+        action_space="pyautogui",
+        observation_type=kind,
+        platform="ubuntu",
+        max_trajectory_length=draw(st.integers(0, 3)),
+        a11y_tree_max_tokens=draw(st.sampled_from([40, 300, 10000])),
+        ubuntu_attributes=draw(st.booleans()),
+        som_test_original=draw(st.booleans()),
+        client_password=draw(st.sampled_from(["password", "osworld-public-evaluation"])),
+    )
+
+
+@st.composite
+def stated_settings(draw: st.DrawFn) -> dict[str, object]:
+    """A trajectory line's prompt settings as `TrajectoryEntry` fields: all of them (a line
+    written now) or none (a line written before they were recorded)."""
+    if draw(st.booleans()):
+        return {}
+    return {
+        "max_trajectory_length": draw(st.integers(0, 50)),
+        "a11y_tree_max_tokens": draw(st.integers(1, 100_000)),
+        "ubuntu_attributes": draw(st.booleans()),
+        "som_test_original": draw(st.booleans()),
+        "custom_client_password": draw(st.booleans()),
+    }

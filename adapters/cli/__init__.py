@@ -40,6 +40,7 @@ from adapters.cli._inputs import (
     task_instruction,
     task_place,
 )
+from adapters.cli._recorded import recorded_config
 from adapters.cli._task_list import add_task_list_options, run_task_list_command
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.engine.server_limits import fit_request
@@ -287,16 +288,7 @@ def _recorded_step(args: argparse.Namespace) -> tuple[AgentConfig, StepRequest]:
     if args.observation or args.screenshot or args.a11y:
         raise UsageError("give an observation or --trajectory PATH, not both")
     recording = load_recording(args.trajectory)
-    try:
-        config = attrs.evolve(agent_config(args), **recording.settings)
-    except ConfigError as exc:
-        raise UsageError(f"{args.trajectory}: {exc}") from None
-    stated = recording.settings.get("scaling")
-    if stated is not None and args.scaling not in ("native", stated):
-        print(
-            f"{PROG}: note: the recording says scaling {stated!r}; --scaling is not used",
-            file=sys.stderr,
-        )
+    config = recorded_config(args, recording, PROG)
     if args.server_profile is not None:
         print(
             f"{PROG}: note: each step is cut down as the recording says it was cut to fit its "
@@ -304,7 +296,8 @@ def _recorded_step(args: argparse.Namespace) -> tuple[AgentConfig, StepRequest]:
             file=sys.stderr,
         )
     step = 1 if args.step is None else args.step
-    return config, rebuild_step(recording, step, config).request
+    rebuilt = rebuild_step(recording, step, config)
+    return rebuilt.config, rebuilt.request
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:

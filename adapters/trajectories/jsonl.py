@@ -46,6 +46,7 @@ from osharm_core import (
 )
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
+from osharm_core.prompts import DEFAULT_PASSWORD
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,12 @@ class TrajectoryEntry:
     `episode_step` (written only when it is not the one the lines before imply:
     the previous line's plus 1, or 1 on the first line) is the step's place in
     the agent's episode; `1` after `agent.reset()` starts a new episode (see
-    `episode_steps`).
+    `episode_steps`). `max_trajectory_length` and `a11y_tree_max_tokens` (always
+    written) and `ubuntu_attributes`, `som_test_original` and
+    `custom_client_password` (written only when true) are the other settings
+    that shape the prompt; all five are `None` on a line written before they
+    were recorded, which states none of them. The client password itself is
+    not kept (it is a secret), only whether it was not the default.
     """
 
     step: int
@@ -155,6 +161,11 @@ class TrajectoryEntry:
     degradation: Degradation | None = None
     scaling: str = "native"
     episode_step: int | None = None
+    max_trajectory_length: int | None = None
+    a11y_tree_max_tokens: int | None = None
+    ubuntu_attributes: bool | None = None
+    som_test_original: bool | None = None
+    custom_client_password: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the JSON object written on its line."""
@@ -173,6 +184,7 @@ class TrajectoryEntry:
         extra: dict[str, Any] = {key: value for key, value in optional.items() if value}
         if self.cost_usd is not None:
             extra["cost_usd"] = self.cost_usd
+        extra.update(_prompt_settings_json(self))
         return {
             "step": self.step,
             "time": self.time,
@@ -202,6 +214,17 @@ class TrajectoryEntry:
             },
             **extra,
         }
+
+
+#: The settings that shape the prompt a line states besides model, observation type, action
+#: space, platform and scaling: the two counts always, the three flags only when true.
+PROMPT_COUNTS: Final = ("max_trajectory_length", "a11y_tree_max_tokens")
+PROMPT_FLAGS: Final = ("ubuntu_attributes", "som_test_original", "custom_client_password")
+
+
+def _prompt_settings_json(entry: TrajectoryEntry) -> dict[str, Any]:
+    counts = {k: getattr(entry, k) for k in PROMPT_COUNTS if getattr(entry, k) is not None}
+    return {**counts, **{k: True for k in PROMPT_FLAGS if getattr(entry, k)}}
 
 
 def usage_json(usage: Usage) -> dict[str, int | None]:
@@ -392,6 +415,11 @@ class TrajectoryRecorder:
             degradation=step.degradation,
             scaling=step.config.scaling,
             episode_step=None if place == self._episode_step + 1 else place,
+            max_trajectory_length=step.config.max_trajectory_length,
+            a11y_tree_max_tokens=step.config.a11y_tree_max_tokens,
+            ubuntu_attributes=step.config.ubuntu_attributes,
+            som_test_original=step.config.som_test_original,
+            custom_client_password=step.config.client_password != DEFAULT_PASSWORD,
         )
 
 
@@ -495,6 +523,27 @@ def _masks(value: object) -> tuple[Mask, ...] | None:
     return tuple(masks)
 
 
+def _count(value: object, key: str, low: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise _Bad(f"'{key}' must be an integer >= {low} or null; got {value!r}")
+    return value
+
+
+def _prompt_settings(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The prompt settings a line states: the counts it holds, and the flags when it states
+    either count (a line that does not was written before they were recorded)."""
+    counts = {
+        "max_trajectory_length": _count(
+            obj.get("max_trajectory_length"), "max_trajectory_length", 0
+        ),
+        "a11y_tree_max_tokens": _count(obj.get("a11y_tree_max_tokens"), "a11y_tree_max_tokens", 1),
+    }
+    unset = False if any(v is not None for v in counts.values()) else None
+    return {**counts, **{k: _get(obj, k, (bool,), unset) for k in PROMPT_FLAGS}}
+
+
 def _episode_step(value: object) -> int | None:
     if value is None:
         return None
@@ -585,6 +634,7 @@ def _entry(obj: object, position: int) -> TrajectoryEntry:
         degradation=_optional_value(obj.get("degradation"), "degradation", Degradation.from_json),
         scaling=_get(obj, "scaling", (str,), "native"),
         episode_step=_episode_step(obj.get("episode_step")),
+        **_prompt_settings(obj),
     )
 
 

@@ -68,6 +68,7 @@ from osharm_core import (
     thaw,
 )
 from osharm_core.limits import Degradation
+from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.step import LinearizedTree, StepRequest
 
 BETTER_LOG: Final = "better_log.json"
@@ -232,6 +233,7 @@ class ResultWriter:
         if config.scaling != "native":
             # Not read by the judge (it ignores extra keys): the setting that scaled screenshots.
             self._log["params"]["scaling"] = config.scaling
+        self._log["params"].update(prompt_params(config))
         if fork is not None:
             # Not read by the judge (it ignores extra keys): where a forked run handed over.
             self._log["fork"] = dict(fork)
@@ -379,6 +381,19 @@ class ResultWriter:
             note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
             _write_atomically(self.directory / UNSCORED_FILE, note.encode())
         self.finished, self.score = True, score
+
+
+def prompt_params(config: AgentConfig) -> dict[str, bool]:
+    """The settings that shape the prompt and that better_log's `params` has no key for, each
+    only when not the default (the judge ignores extra keys; an ordinary run's log is
+    unchanged): `ubuntu_attributes`, `som_test_original`, and `custom_client_password`, since
+    the password itself, a secret, is not kept."""
+    flags = {
+        "ubuntu_attributes": config.ubuntu_attributes,
+        "som_test_original": config.som_test_original,
+        "custom_client_password": config.client_password != DEFAULT_PASSWORD,
+    }
+    return {name: True for name, value in flags.items() if value}
 
 
 def _sent(request: StepRequest, config: AgentConfig) -> dict[str, Any]:
@@ -833,6 +848,7 @@ __all__ = [
     "episode_flow",
     "is_result_folder",
     "load_result_folder",
+    "prompt_params",
     "read_better_log",
     "result_folder",
     "result_folder_entries",

@@ -16,6 +16,12 @@ Screenshots are scaled with the recording's own `scaling` and cut down as its
 cuts are repeated, not measured again); a step whose rebuilt frame or size
 does not match what was recorded is refused, naming what the recording lacks,
 rather than shown different from what was sent.
+
+The other settings that shape the prompt (`PROMPT_SETTINGS`) are stated on
+every line of a newer `trajectory.jsonl` and in better_log's `params`; a
+configuration that contradicts one is refused. The client password is never
+kept, only whether it was not the default (`Recording.withheld`): such a
+run's steps are rebuilt only with the password given.
 """
 
 from __future__ import annotations
@@ -40,12 +46,26 @@ from osharm_core import AgentConfig, AgentState, ConfigError, CoordinateFrame, O
 from osharm_core.budget import count_tokens, refit_step
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES
 from osharm_core.errors import StateError
+from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.state import ObservationRecord
 from osharm_core.step import StepRequest, complete_step, prepare_step, step_messages
 from osharm_core.tokens import trim_accessibility_tree
 
 #: better_log.json's `params` that shape the messages, as `AgentConfig` fields.
 _PARAMS: Final = ("max_trajectory_length", "a11y_tree_max_tokens", "max_tokens", "top_p")
+#: better_log.json's `params` our writer adds only when true (`prompt_params`).
+_FOLDER_FLAGS: Final = ("ubuntu_attributes", "som_test_original")
+#: The `AgentConfig` fields that shape the prompt beyond the model, observation type, action
+#: space, platform and scaling, which an older recording does not state.
+PROMPT_SETTINGS: Final = (
+    "max_trajectory_length",
+    "a11y_tree_max_tokens",
+    "ubuntu_attributes",
+    "som_test_original",
+    "client_password",
+)
+#: Every `AgentConfig` field that shapes the messages a recording may state.
+_SHAPING: Final = ("model", "observation_type", "action_space", "platform", "scaling")
 
 
 @attrs.frozen
@@ -61,12 +81,25 @@ class RebuiltStep:
 @attrs.frozen
 class Recording:
     """A recorded run, read once: its steps, the directory its files are named from, the
-    `AgentConfig` fields it states, and (result folders only) each step's linearized tree."""
+    `AgentConfig` fields it states, and (result folders only) each step's linearized tree.
+
+    `withheld` names the fields the run set to something other than the default
+    that the recording does not keep (`client_password`, a secret): a rebuild
+    needs them given.
+    """
 
     directory: Path
     entries: tuple[TrajectoryEntry, ...]
     settings: Mapping[str, Any]
     trees: tuple[object, ...] = ()
+    withheld: frozenset[str] = frozenset()
+
+    @property
+    def unstated(self) -> tuple[str, ...]:
+        """The `PROMPT_SETTINGS` the recording says nothing about (an older one): a rebuild
+        takes them from its configuration."""
+        known = {*self.settings, *self.withheld}
+        return tuple(name for name in PROMPT_SETTINGS if name not in known)
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:
@@ -74,8 +107,10 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
 
     `settings` are the model, observation type, action space, platform and
     scaling of its first step (scaling left out when steps have frames but no
-    line states it: an older recording), and for a result folder also
-    better_log's `params` that shape the messages.
+    line states it: an older recording) and the `PROMPT_SETTINGS` it states:
+    those on its first line, or for a result folder better_log's `params`
+    that shape the messages (an absent `ubuntu_attributes` or
+    `som_test_original` there is false, as the reference's always are).
     """
     folder = Path(path)
     if folder.is_dir() and (folder / BETTER_LOG).is_file():
@@ -84,31 +119,93 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         steps = log["steps"]
         trees = tuple(s.get("a11y_tree") if isinstance(s, Mapping) else None for s in steps)
         params = log.get("params")
-        stated = (
-            {k: params[k] for k in _PARAMS if k in params} if isinstance(params, Mapping) else {}
-        )
-        return Recording(folder, entries, {**_settings(entries, path), **stated}, trees)
+        settings, withheld = _settings(entries, path)
+        if isinstance(params, Mapping):
+            stated, withheld = _folder_settings(params, folder / BETTER_LOG)
+            settings.update(stated)
+        return Recording(folder, entries, settings, trees, withheld)
     loaded = open_trajectory(path)
-    return Recording(loaded.path.parent, loaded.entries, _settings(loaded.entries, path))
+    settings, withheld = _settings(loaded.entries, path)
+    return Recording(loaded.path.parent, loaded.entries, settings, withheld=withheld)
 
 
-def _settings(entries: Sequence[TrajectoryEntry], path: object) -> dict[str, Any]:
+def _folder_settings(
+    params: Mapping[str, Any], file: Path
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """better_log's `params` that shape the messages, and whether the password is withheld."""
+    stated = {k: params[k] for k in _PARAMS if k in params}
+    flags = {}
+    for name in (*_FOLDER_FLAGS, "custom_client_password"):
+        value = params.get(name, False)
+        if not isinstance(value, bool):
+            raise TrajectoryError(f"{file}: params.{name} must be true or false; got {value!r}")
+        flags[name] = value
+    stated.update({name: flags[name] for name in _FOLDER_FLAGS})
+    if flags["custom_client_password"]:
+        return stated, frozenset({"client_password"})
+    return {**stated, "client_password": DEFAULT_PASSWORD}, frozenset()
+
+
+def _line_settings(entry: TrajectoryEntry) -> tuple[dict[str, Any], frozenset[str]]:
+    """The settings one line states (all but scaling), and whether its password is withheld."""
+    settings: dict[str, Any] = {
+        "observation_type": entry.observation_type,
+        "action_space": entry.action_space,
+        "platform": entry.platform,
+    }
+    if entry.model:
+        settings["model"] = entry.model
+    for name in ("max_trajectory_length", "a11y_tree_max_tokens", *_FOLDER_FLAGS):
+        value = getattr(entry, name)
+        if value is not None:
+            settings[name] = value
+    if entry.custom_client_password:
+        return settings, frozenset({"client_password"})
+    if entry.custom_client_password is not None:
+        settings["client_password"] = DEFAULT_PASSWORD
+    return settings, frozenset()
+
+
+def _settings(
+    entries: Sequence[TrajectoryEntry], path: object
+) -> tuple[dict[str, Any], frozenset[str]]:
     if not entries:
         raise TrajectoryError(f"{path} holds no steps")
     first = entries[0]
-    settings: dict[str, Any] = {
-        "observation_type": first.observation_type,
-        "action_space": first.action_space,
-        "platform": first.platform,
-    }
-    if first.model:
-        settings["model"] = first.model
+    settings, withheld = _line_settings(first)
     # A recording states its scaling when not native, and a frame for every scaled step:
     # with no frame anywhere it was not scaled; frames without the setting (an older
     # recording) leave it to the caller, and a rebuilt frame that differs is refused.
     if first.scaling != "native" or all(e.frame is None for e in entries):
         settings["scaling"] = first.scaling
-    return settings
+    return settings, withheld
+
+
+def _check_config(
+    config: AgentConfig, settings: Mapping[str, Any], withheld: frozenset[str], where: str
+) -> None:
+    """Refuse a configuration that contradicts a stated setting, or lacks a withheld one.
+
+    The password is never shown: it may be a secret.
+    """
+    for name in (*_SHAPING, *PROMPT_SETTINGS):
+        if name not in settings or getattr(config, name) == settings[name]:
+            continue
+        if name == "client_password":
+            raise TrajectoryError(
+                f"{where}: the run named the default client password in its prompt; the "
+                "configuration names another, which would rebuild a prompt it did not send"
+            )
+        raise TrajectoryError(
+            f"{where}: the recording says {name} {settings[name]!r}; rebuilding with "
+            f"{getattr(config, name)!r} would give a request other than the one sent"
+        )
+    if "client_password" in withheld and config.client_password == DEFAULT_PASSWORD:
+        raise TrajectoryError(
+            f"{where}: the run named a client password of its own in its prompt, and the "
+            "recording does not keep it (only that it was not the default): give it "
+            "(render --client-password PASSWORD) to rebuild its steps"
+        )
 
 
 def _file(directory: Path, name: str | None, step: int, what: str) -> bytes | None:
@@ -124,16 +221,16 @@ def _request(
     config: AgentConfig,
     state: AgentState,
     entry: TrajectoryEntry,
-    directory: Path,
+    recording: Recording,
     linear: object,
 ) -> StepRequest:
-    request = _prepared(config, state, entry, directory, linear)
+    request = _prepared(config, state, entry, recording.directory, linear)
     if entry.degradation is not None:
         try:
             request = refit_step(config, state, request, entry.degradation)
         except StateError as exc:
             raise TrajectoryError(f"step {entry.step}: {exc}") from None
-    _check_sent(config, entry, request)
+    _check_sent(config, entry, request, recording.unstated)
     return request
 
 
@@ -156,8 +253,15 @@ def _prepared(
         tree = None if tree_bytes is None else tree_bytes.decode("utf-8", "replace")
         observation = Observation(screenshot=screenshot, accessibility_tree=tree)
         return prepare_step(config, state, entry.instruction, observation)
-    if kind == "som" or not isinstance(linear, str):
-        what = "set-of-marks needs the raw tree" if kind == "som" else "no tree was kept"
+    if kind == "som" or config.ubuntu_attributes or not isinstance(linear, str):
+        what = (
+            "set-of-marks needs the raw tree"
+            if kind == "som"
+            else "ubuntu_attributes needs the raw tree (better_log keeps it linearized "
+            "the reference's way)"
+            if config.ubuntu_attributes
+            else "no tree was kept"
+        )
         raise TrajectoryError(
             f"step {entry.step}: observation type {kind!r} needs the accessibility tree: {what}"
         )
@@ -180,7 +284,9 @@ def _frame_text(frame: CoordinateFrame | None) -> str:
     )
 
 
-def _check_sent(config: AgentConfig, entry: TrajectoryEntry, request: StepRequest) -> None:
+def _check_sent(
+    config: AgentConfig, entry: TrajectoryEntry, request: StepRequest, unstated: Sequence[str]
+) -> None:
     """Refuse a rebuilt step whose frame or measured size is not the one recorded."""
     recorded = None if entry.frame is None or entry.frame.is_identity else entry.frame
     rebuilt = request.frame if request.frame is None or not request.frame.is_identity else None
@@ -202,11 +308,16 @@ def _check_sent(config: AgentConfig, entry: TrajectoryEntry, request: StepReques
     tokens = count_tokens(request.messages, config.model)
     sent = degradation.after
     if (images, tokens) != (sent.images, sent.input_tokens):
+        why = (
+            f"a setting the recording does not state ({', '.join(unstated)}) differs from the run's"
+            if unstated
+            else "the recording states every setting that shapes the prompt, so the prompts "
+            "or the token count have changed since it was recorded"
+        )
         raise TrajectoryError(
             f"step {entry.step}: rebuilt, its request holds {images} image(s) and ~{tokens} "
             f"input tokens, but the recording measured {sent.images} and ~{sent.input_tokens} "
-            "as sent: a setting the recording does not state (max_trajectory_length, "
-            "a11y_tree_max_tokens, ...) differs from the run's"
+            f"as sent: {why}"
         )
 
 
@@ -229,10 +340,13 @@ def rebuild_step(
 ) -> RebuiltStep:
     """The request the agent made at `step` (1-based) of `recording` (or the one at that path).
 
-    `config` defaults to the recording's own `settings` over `AgentConfig()`.
-    The history is the steps of the same episode before it. Raises
-    `TrajectoryError` naming the step when the recording does not hold what
-    the step needs.
+    `config` defaults to the recording's own `settings` over `AgentConfig()`;
+    one that contradicts a setting the recording states, or lacks the client
+    password it withheld, is refused. Each step runs under the settings its
+    own line states (a run may change them between steps), and the returned
+    `config` is step `step`'s. The history is the steps of the same episode
+    before it. Raises `TrajectoryError` naming the step when the recording
+    does not hold what the step needs.
     """
     if not isinstance(recording, Recording):
         recording = load_recording(recording)
@@ -248,17 +362,36 @@ def rebuild_step(
             raise TrajectoryError(
                 f"{recording.directory}: its recorded settings are invalid: {exc}"
             ) from None
+    _check_config(config, recording.settings, recording.withheld, str(recording.directory))
     state = AgentState()
     request = None
     start = _episode_start(entries, step)
     for index in range(start, step):
         entry = entries[index]
+        config = _line_config(config, entry)
         linear = recording.trees[index] if index < len(recording.trees) else None
-        request = _request(config, state, entry, recording.directory, linear)
+        request = _request(config, state, entry, recording, linear)
         if index + 1 < step:
             state, _ = complete_step(config, state, request, entry.response)
     assert request is not None
     return RebuiltStep(step, config, entries[step - 1].instruction, request)
 
 
-__all__ = ["RebuiltStep", "Recording", "load_recording", "rebuild_step"]
+def _line_config(config: AgentConfig, entry: TrajectoryEntry) -> AgentConfig:
+    """`config` with the settings `entry`'s line states over it: an agent's settings may be
+    changed between steps (`agent.max_trajectory_length = 1`), and each step ran under its own."""
+    stated, withheld = _line_settings(entry)
+    if "client_password" in withheld:
+        _check_config(config, {}, withheld, f"step {entry.step}")
+    changed = {k: v for k, v in stated.items() if getattr(config, k) != v}
+    if not changed:
+        return config
+    try:
+        return attrs.evolve(config, **changed)
+    except ConfigError as exc:
+        raise TrajectoryError(
+            f"step {entry.step}: its recorded settings are invalid: {exc}"
+        ) from None
+
+
+__all__ = ["PROMPT_SETTINGS", "RebuiltStep", "Recording", "load_recording", "rebuild_step"]

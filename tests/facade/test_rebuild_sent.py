@@ -262,7 +262,8 @@ def test_an_unstated_scaling_or_setting_is_refused_not_shown_wrong(tmp_path: Pat
     file = tmp_path / "run" / jsonl.TRAJECTORY_FILE
     lines = _lines(file)
     assert {line["scaling"] for line in lines} == {config.scaling}
-    _write_lines(file, [{k: v for k, v in line.items() if k != "scaling"} for line in lines])
+    newer = {"scaling", "max_trajectory_length", "a11y_tree_max_tokens"}
+    _write_lines(file, [{k: v for k, v in line.items() if k not in newer} for line in lines])
     with pytest.raises(TrajectoryError, match="does not say which scaling made its frame"):
         rebuild_step(tmp_path / "run", 2)
     given = attrs.evolve(config, server_profile=None)

@@ -78,6 +78,8 @@ def test_a_step_is_one_json_line_with_every_field(tmp_path: Path) -> None:
             "call_ids": ["call_1"],
             "safety_checks": [["sc_1", "malicious", "careful"]],
         },
+        "max_trajectory_length": 3,
+        "a11y_tree_max_tokens": 10000,
     }
     assert (tmp_path / "run" / "step_0001.png").read_bytes() == PNG
     assert (tmp_path / "run" / "step_0001_som.png").read_bytes() == PNG
