@@ -476,6 +476,10 @@ def _run_task(
         except BudgetExceeded as exc:
             status = f"ended by the {exc.scope} budget: {exc.reason}"
             break
+        except ObservationError as exc:
+            status = f"observation {env.observation_name} unreadable: {_one_line(exc)}"
+            failed = True
+            break
         done += 1
         last, request = recorder.last, tap.last
         assert last is not None
@@ -556,6 +560,13 @@ def _run_osharm(
         except ModelCallError as exc:
             failed = True
             out.write(f"[{task.name}] model call failed: {_one_line(exc)}; folder {folder}\n")
+            continue
+        except ObservationError as exc:
+            failed = True
+            out.write(
+                f"[{task.name}] observation {env.observation_name} unreadable: "
+                f"{_one_line(exc)}; folder {folder}\n"
+            )
             continue
         ended = "" if writer.ended_by is None else f"; ended early: {writer.ended_by}"
         out.write(

@@ -348,6 +348,26 @@ def test_run_several_tasks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert "summary [second]" in out
 
 
+@pytest.mark.parametrize("form", ["jsonl", "osharm"])
+def test_an_unreadable_observation_fails_its_task_and_the_next_task_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, form: str
+) -> None:
+    """A desktop that gives a broken tree mid-episode ends that task as failed (exit 1),
+    naming the observation; the other task directories still run."""
+    first = observation_folder(tmp_path / "first", ("mousepad_notes", "mousepad_file_menu"))
+    (first / "02_mousepad_file_menu.xml").write_text("<r><unclosed></r>")
+    second = observation_folder(tmp_path / "second", ("mousepad_notes",))
+    click = "```python\npyautogui.click(19, 31)\n```"
+    model = _script(tmp_path / "r.jsonl", click, "DONE")
+    argv = ["run", str(first), str(second), "--model", model, "--out", str(tmp_path / "o")]
+    code, out, err = _run(capsys, *argv, "--format", form, *INSTRUCTION)
+    assert code == 1
+    assert "Traceback" not in err
+    assert "[first] " in out
+    assert "observation 02_mousepad_file_menu unreadable: accessibility tree" in out
+    assert "[second] " in out
+
+
 def test_replay_reports_no_difference_on_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     """The bundled trajectory re-parses to its recorded actions: exit 0."""
     code, out, _ = _run(capsys, "replay", str(EXAMPLE / "trajectory.jsonl"))
