@@ -430,26 +430,23 @@ def _object_spans(text: str) -> list[tuple[int, int, int]]:
     """
     spans: list[tuple[int, int, int]] = []
     open_at: list[int] = []
-    pos = 0
-    while True:
-        if open_at:
-            match = _BRACE_EVENT.search(text, pos)
-            at = -1 if match is None else match.start()
-        else:
-            at = text.find("{", pos)
-        if at < 0:
-            spans.sort()
-            return spans
-        char = text[at]
-        pos = at + 1
+    pos = 0  # where scanning resumes: past the end of a string just skipped
+    for match in _BRACE_EVENT.finditer(text):
+        at = match.start()
+        if at < pos:
+            continue
+        char = match.group()
         if char == "{":
             open_at.append(at)
+        elif not open_at:
+            continue
         elif char == "}":
-            if open_at:
-                start = open_at.pop()
-                spans.append((start, pos, len(open_at)))
-        elif open_at and _opens_json_string(text, at):
-            pos = _json_string_end(text, pos)
+            start = open_at.pop()
+            spans.append((start, at + 1, len(open_at)))
+        elif _opens_json_string(text, at):
+            pos = _json_string_end(text, at + 1)
+    spans.sort()
+    return spans
 
 
 def _opens_json_string(text: str, at: int) -> bool:
@@ -473,13 +470,22 @@ def _json_string_end(text: str, pos: int) -> int:
             return match.end()
 
 
+_ACTION_KEY: Final = '"action_type"'
+
+
 def _embedded_actions(text: str) -> list[Action]:
-    if '"action_type"' not in text:
+    """The objects with an `action_type` embedded in prose, outermost first; only spans that
+    hold the key as written are decoded, so prose full of other braces costs one pass."""
+    keys = [match.start() for match in re.finditer(_ACTION_KEY, text)]
+    if not keys:
         return []
     actions: list[Action] = []
     taken_until = 0
     for start, end, depth in _object_spans(text):
         if start < taken_until or depth > _MAX_SEARCH_DEPTH:
+            continue
+        first_key = bisect.bisect_left(keys, start)
+        if first_key == len(keys) or keys[first_key] + len(_ACTION_KEY) > end:
             continue
         try:
             value, length = _DECODER.raw_decode(text[start:end])

@@ -492,6 +492,19 @@ def test_computer_13_embedded_in_prose(action: dict[str, Any], prose: str) -> No
     assert actions_of(f"{prose} {json.dumps(action)}") == [action]
 
 
+@given(
+    computer_13_actions.filter(lambda a: isinstance(a, dict)),
+    st.lists(st.sampled_from(["{}", "{x}", '{"a": 1}', "{{}}", "{ 'q': [1] }"]), max_size=6),
+)
+def test_objects_without_an_action_type_around_an_embedded_action_are_passed_over(
+    action: dict[str, Any], others: list[str]
+) -> None:
+    """Braces in the prose that hold no `"action_type"` are not decoded, wherever they sit."""
+    half = len(others) // 2
+    text = " ".join(["Here:", *others[:half], json.dumps(action), *others[half:], "done."])
+    assert actions_of(text) == [action]
+
+
 # --- adversarial input: each of these must simply finish (see the module docstring) ------------
 
 

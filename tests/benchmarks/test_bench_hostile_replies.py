@@ -52,6 +52,8 @@ SHAPES: dict[str, Callable[[int], str]] = {
         '{"action_type": "CLICK", "a": ' + '{"b": ' * (n // 7) + "}" * (n // 7)
     ),
     "special words": _repeat("WAIT\n"),
+    "braces beside the key": lambda n: '"action_type" ' + _repeat("{" * 17 + "}" * 17)(n),
+    "braces with prose": lambda n: '"action_type" ' + _repeat("{x}")(n),
 }
 
 
