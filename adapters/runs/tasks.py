@@ -40,6 +40,7 @@ from adapters.trajectories.osharm import (
     result_folder,
     run_episode,
 )
+from adapters.trajectories.rebuild import recorded_under
 from adapters.trajectories.replay import ForkClient
 from osharm_core import AgentConfig, ConfigError
 from osharm_core.errors import ObservationError, RequestBudgetError
@@ -214,7 +215,8 @@ def _begin(
         agent.budget = budget
     fork = None
     done = _recorded_steps(folder) if continue_unfinished else 0
-    if done and isinstance(agent, PromptAgent):
+    # Steps recorded under other prompt settings are redone, not carried into this run's folder.
+    if done and isinstance(agent, PromptAgent) and recorded_under(folder, agent.config):
         client = ForkClient(folder, agent.client, at=done)  # reads the record into memory
         agent = PromptAgent.from_config(
             agent.config, client=client, recorder=agent.recorder, budget=agent.budget

@@ -208,6 +208,17 @@ def _check_config(
         )
 
 
+def recorded_under(path: str | os.PathLike[str], config: AgentConfig) -> bool:
+    """Whether the recording at `path` can be read, and states no setting that shapes
+    the prompt (nor a withheld password) other than `config`'s."""
+    try:
+        recording = load_recording(path)
+        _check_config(config, recording.settings, recording.withheld, os.fspath(path))
+    except TrajectoryError:
+        return False
+    return True
+
+
 def _file(directory: Path, name: str | None, step: int, what: str) -> bytes | None:
     if name is None:
         return None

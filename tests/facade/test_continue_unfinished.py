@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from adapters.agent import PromptAgent
@@ -132,4 +133,41 @@ def test_a_continuation_that_fails_before_it_begins_keeps_the_record(
     assert len(load_result_folder(folder)) == 2  # the record is still there for the next try
     (done,) = run(["DONE"], ReplayEnv(desktop))
     assert done.status == "finished"
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"max_trajectory_length": 1}, {"a11y_tree_max_tokens": 500}, {"client_password": "other"}],
+    ids=["history", "tree-budget", "password"],
+)
+def test_steps_recorded_under_other_prompt_settings_are_redone_not_continued(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    """Their replies answered other prompts: carried over, the folder would mix two runs."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+
+    def run(config: AgentConfig, replies: list[str], kill_at: int | None) -> FakeClient:
+        client = FakeClient(replies)
+        run_task_list(
+            [TASK],
+            config=config,
+            result_dir=results,
+            make_agent=lambda task: PromptAgent.from_config(config, client=client),
+            make_env=lambda task: KillingEnv(desktop, kill_at),
+            max_steps=5,
+            continue_unfinished=True,
+        )
+        return client
+
+    with pytest.raises(Killed):
+        run(CONFIG, [CLICK, PRESS, "DONE"], kill_at=2)
+    folder = result_folder(results, CONFIG, "os", "_one")
+    assert len(load_result_folder(folder)) == 2
+    changed = attrs.evolve(CONFIG, **change)
+    live = run(changed, [CLICK, PRESS, "DONE"], kill_at=None)
+    assert len(live.requests) == 3  # from the start
+    log = json.loads((folder / "better_log.json").read_text())
+    assert "fork" not in log
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
