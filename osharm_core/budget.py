@@ -6,7 +6,8 @@ rule, see `image_tokens`). `fit_step` degrades a request that would break a
 limit in a declared order, re-measuring after each change:
 
 1. leave out history screenshots, oldest first (their text stays);
-2. downscale the current screenshot (halving steps; its frame follows);
+2. downscale the current screenshot (halving steps; its frame follows, and so
+   does what the system prompt says about coordinates);
 3. trim the trees further (halving the token limit);
 
 and records what it did in the step's `ObservationRecord.degradation`. When
@@ -32,6 +33,7 @@ from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation, RequestSize, ServerLimits
 from osharm_core.messages import ImagePart, Message, TextPart, render_openai_chat
 from osharm_core.observation import png_size
+from osharm_core.prompts import reframe_system_message
 from osharm_core.reframe import reframe_table
 from osharm_core.scaling import PRESETS, preset_for_model, resize_png, smart_resize
 from osharm_core.state import AgentState, ObservationRecord
@@ -286,6 +288,20 @@ def _tree_in_frame(
     return attrs.evolve(record, accessibility_tree=tree)
 
 
+def _system_in_frame(
+    config: AgentConfig, system: Message, old: CoordinateFrame | None, new: CoordinateFrame | None
+) -> Message:
+    """The system message, once the current screenshot's frame went from `old` to `new`, telling
+    the model the new grid (a message not built by `system_message` is kept as it is)."""
+    if system.role != "system" or len(system.parts) != 1:
+        return system
+    part = system.parts[0]
+    if not isinstance(part, TextPart):
+        return system
+    text = reframe_system_message(config, part.text, old, new)
+    return system if text == part.text else Message("system", (TextPart(text),))
+
+
 def fit_step(
     config: AgentConfig,
     state: AgentState,
@@ -342,6 +358,9 @@ def fit_step(
         if smaller is None:
             break
         draft.current = _tree_in_frame(config, smaller, request.linearized)
+        draft.system = _system_in_frame(
+            config, request.messages[0], original.frame, draft.current.frame
+        )
         messages = draft.messages(config)
         assert smaller.screenshot is not None
         screenshot_size = png_size(base64.b64decode(smaller.screenshot))
@@ -418,9 +437,11 @@ def refit_step(
             raise StateError(
                 "the recorded degradation downscales the screenshot, but the request has none"
             )
+        old = draft.current.frame
         draft.current = _tree_in_frame(
             config, _resized(draft.current, degradation.screenshot_size), request.linearized
         )
+        draft.system = _system_in_frame(config, draft.system, old, draft.current.frame)
     tokens = degradation.tree_tokens
     if tokens is not None:
         trees = [r.accessibility_tree for r in draft.history]

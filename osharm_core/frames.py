@@ -26,6 +26,8 @@ ROUNDINGS: Final = ("round", "floor")
 # The span of each relative grid. Gemini's 0-999 grid is read as thousandths
 # (its computer-use docs map x to x / 1000 * width), the same span as 0-1000.
 _SPAN: Final = {"relative": 1.0, "rel1000": 1000.0, "rel999": 1000.0}
+# The largest x and y a model writes on each relative grid (the pixel grid's is the image size).
+_EXTENT: Final = {"relative": (1, 1), "rel1000": (1000, 1000), "rel999": (999, 999)}
 
 
 #: The largest screen or image side a frame takes (far past any display; keeps the scale a float).
@@ -88,6 +90,16 @@ class CoordinateFrame:
             and self.screen_width == self.image_width
             and self.screen_height == self.image_height
         )
+
+    @property
+    def grid_extent(self) -> tuple[int, int]:
+        """The largest x and y of the model's grid: the sent image's size on the pixel grid,
+        else 1, 1000 or 999 (the other end of each axis is 0).
+
+        >>> CoordinateFrame.identity(1920, 1080).grid_extent
+        (1920, 1080)
+        """
+        return _EXTENT.get(self.grid, (self.image_width, self.image_height))
 
     @property
     def scale(self) -> tuple[float, float]:

@@ -240,10 +240,11 @@ def step_messages(
 
     `prepare_step` is this after processing the observation; call it directly
     to rebuild a step from what a recording kept (a linearized tree, a
-    screenshot), as `adapters.trajectories.rebuild` does.
+    screenshot), as `adapters.trajectories.rebuild` does. The system message
+    describes `record.frame`, the grid this step's reply is read in.
     """
     return (
-        Message("system", (TextPart(system_message(config, instruction)),)),
+        Message("system", (TextPart(system_message(config, instruction, record.frame)),)),
         *_history(config, state),
         _user_message(config, record, current=True),
     )
