@@ -375,8 +375,9 @@ class OSWorldServerEnv:
     `adapters.runs.vm_setup`. Any failed or malformed answer is an
     `EnvironmentFailure` (naming the setup step and endpoint, in setup), and
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed)
-    or not whole within 180 s (`timeout` + 60 s when longer), however slowly it
-    drips in; a download or the recording gets 600 s.
+    or not whole within 180 s (`timeout` + 60 s when longer) of the request's
+    start, however slowly it drips in, headers included; a download or the
+    recording gets 600 s. `abort()` ends a call under way at once.
     As OSWorld's controller does, a call is tried `retries` times (3),
     `retry_wait` seconds apart (5): reading the screenshot or the tree after
     any failure, a command only when it cannot have run (a connection that
