@@ -48,7 +48,7 @@ from adapters.engine.body import (
     scrub_json,
     scrubbed_headers,
 )
-from adapters.engine.deadline import bound_reads, reading_until, within
+from adapters.engine.deadline import bound_reads, reading_until, watch_connections, within
 from adapters.engine.jsonbody import json_body
 from adapters.engine.limits import Limiter
 from adapters.engine.retry import RetryPolicy, retry_after_from_headers, stamina_arguments
@@ -585,10 +585,12 @@ class HttpModelClient:
         return error if response is None else self._unread(run, response, error)
 
     def _send(self, client: httpx.Client, run: _Run) -> Answer | httpx.RequestError:
-        # Every read of the connection (once it is known) ends by the deadline.
+        # Every read of the connection ends by the deadline: from its first byte when this
+        # request opens it (the trace), else from the reply's headers on (`bound_reads`).
         with reading_until(run.deadline):
             try:
                 request = self._request(client, run)
+                request.extensions["trace"] = watch_connections
                 response = client.send(request, stream=True, follow_redirects=False)
             except httpx.RequestError as exc:
                 if run.expired():

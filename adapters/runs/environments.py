@@ -27,18 +27,21 @@ from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import httpx
-import stamina
 
 from adapters.engine.body import ACCEPT_ENCODING
+from adapters.engine.deadline import Cutoff, cut_by, stream_until
 from adapters.errors import EnvironmentFailure
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
+    TRANSFER_SECONDS,
     VmUnanswered,
     answer_seconds,
     byte_limit,
     copy_within,
+    failure,
     seconds_limit,
+    stopped,
     vm_answer,
 )
 from adapters.runs.vm_revert import RevertCommand
@@ -48,6 +51,7 @@ from adapters.runs.vm_setup import (
     ServerSetup,
     plan_setup,
 )
+from adapters.runs.vm_tries import tries
 from osharm_core import Action, ConfigError
 
 Observation = dict[str, Any]
@@ -371,8 +375,9 @@ class OSWorldServerEnv:
     `adapters.runs.vm_setup`. Any failed or malformed answer is an
     `EnvironmentFailure` (naming the setup step and endpoint, in setup), and
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed)
-    or not whole within 180 s (`timeout` + 60 s when longer), however slowly it
-    drips in; a download or the recording gets 600 s.
+    or not whole within 180 s (`timeout` + 60 s when longer) of the request's
+    start, however slowly it drips in, headers included; a download or the
+    recording gets 600 s. `abort()` ends a call under way at once.
     As OSWorld's controller does, a call is tried `retries` times (3),
     `retry_wait` seconds apart (5): reading the screenshot or the tree after
     any failure, a command only when it cannot have run (a connection that
@@ -441,6 +446,8 @@ class OSWorldServerEnv:
         # However an answer trickles in, it is whole within this long (or the call fails).
         self._answer_seconds = answer_seconds(timeout)
         self._stopped = threading.Event()
+        # Cut by `abort`: the HTTP exchange under way ends at once, and no other starts.
+        self._cutoff = Cutoff()
         self._sleep = sleep or self._wait
         self.setup = ServerSetup(
             self.base_url,
@@ -489,20 +496,20 @@ class OSWorldServerEnv:
                 raise _NotOk(f"{where}: HTTP {status}", status)
             return read(body)
 
-        if retry_if is None:
-            return once()
-        for attempt in stamina.retry_context(
-            on=retry_if,
-            attempts=self.retries,
-            timeout=None,
-            wait_initial=self.retry_wait,
-            wait_max=self.retry_wait,
-            wait_jitter=0,
-            wait_exp_base=1,
-        ):
-            with attempt:
+        with cut_by(self._cutoff):
+            if retry_if is None:
+                if self._cutoff.is_cut:
+                    raise stopped(where)
                 return once()
-        raise AssertionError("stamina gives at least one attempt")  # pragma: no cover
+            return tries(
+                once,
+                where=where,
+                attempts=self.retries,
+                wait=self.retry_wait,
+                retry_if=retry_if,
+                sleep=self._wait,
+                stopped=lambda: stopped(where) if self._cutoff.is_cut else None,
+            )
 
     def observe(self) -> Observation:
         """The desktop now: screenshot and accessibility tree (each tried `retries` times)."""
@@ -514,9 +521,12 @@ class OSWorldServerEnv:
 
     def abort(self) -> None:
         """Stop the call under way, from another thread (`in_thread` does, when its episode's
-        time limit passes or the run is interrupted): a revert command is killed and waits
-        end at once, each with an `EnvironmentFailure`; an HTTP call ends at its timeout."""
+        time limit passes or the run is interrupted): a revert command is killed, waits
+        (between tries too) end and an HTTP exchange under way is cut off at once (one still
+        connecting ends at its connect timeout), each with an `EnvironmentFailure`; no VM call
+        is tried again. Later calls fail at once, but `close()` still saves the recording."""
         self._stopped.set()
+        self._cutoff.cut()
 
     def _wait(self, seconds: float) -> None:
         """Sleep `seconds`, unless `abort` is called meanwhile."""
@@ -579,7 +589,8 @@ class OSWorldServerEnv:
             if self.revert is not None:
                 plan_setup(task.get("config"))  # a task that cannot run is refused before it
                 self._revert()
-            ran = self.setup.run(task.get("config"))
+            with cut_by(self._cutoff):
+                ran = self.setup.run(task.get("config"))
         except EnvironmentFailure as exc:
             task_id = task.get("id")
             if not isinstance(task_id, str):
@@ -605,8 +616,15 @@ class OSWorldServerEnv:
         """
         target = Path(dest)
         partial = target.with_name(target.name + ".part")
+        deadline = time.monotonic() + TRANSFER_SECONDS
+        where = "POST /end_recording"
         try:
-            with self._http.stream("POST", self.base_url + "/end_recording") as response:
+            with (
+                cut_by(self._cutoff),
+                stream_until(
+                    self._http, "POST", self.base_url + "/end_recording", deadline=deadline
+                ) as response,
+            ):
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
                 with partial.open("wb") as out:
@@ -616,7 +634,7 @@ class OSWorldServerEnv:
                         raise EnvironmentFailure(f"POST /end_recording: the video {problem}")
             partial.replace(target)
         except httpx.HTTPError as exc:
-            raise EnvironmentFailure(f"POST /end_recording: {type(exc).__name__}: {exc}") from None
+            raise failure(where, exc, deadline=deadline, seconds=TRANSFER_SECONDS) from None
         except OSError as exc:
             raise EnvironmentFailure(f"cannot save the recording to {target}: {exc}") from None
         finally:
@@ -657,7 +675,9 @@ class OSWorldServerEnv:
 
     def close(self) -> None:
         """Save the recording (with `recording` set, once started), then close the HTTP client
-        this object built."""
+        this object built. An `abort` before it does not stop it (one during it does)."""
+        self._stopped.clear()
+        self._cutoff.clear()
         try:
             if self.recording is not None and self._recording_started:
                 self.end_recording(self.recording)

@@ -3,7 +3,10 @@
 A desktop can be hostile too (a task can make its server misbehave): every
 answer is streamed through the model client's `BodyReader`, so a body past
 `limit` bytes, declared or not, compressed or not, stops there instead of
-filling memory, and every failure is an `EnvironmentFailure` naming the call.
+filling memory; the whole exchange, headers included, ends by its deadline
+however slowly they trickle, and with the thread's `Cutoff` (see
+`adapters.engine.deadline`); every failure is an `EnvironmentFailure`
+naming the call.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import IO, Any, Final
 import httpx
 
 from adapters.engine.body import BodyReader
+from adapters.engine.deadline import cut_short, stream_until
 from adapters.errors import EnvironmentFailure, ModelCallError, ResponseTooLargeError
 from osharm_core import ConfigError
 
@@ -79,18 +83,18 @@ def _read(
     response: httpx.Response,
     *,
     limit: int,
-    seconds: float,
+    deadline: float,
     setting: str,
     sink: Callable[[bytes], object] | None = None,
 ) -> bytes:
     """`response`'s raw stream through the model client's `BodyReader`: decoded within `limit`
-    bytes and `seconds` in all (into `sink` when given, then `b""`); raises what it raises."""
+    bytes and by `deadline` (into `sink` when given, then `b""`); raises what it raises."""
     reader = BodyReader(
         provider="VM server",
         status=response.status_code,
         headers=response.headers,
         limit=limit,
-        deadline=time.monotonic() + seconds,
+        deadline=deadline,
         setting=setting,
         sink=sink,
     )
@@ -114,8 +118,9 @@ def copy_within(
     endless or compressed-bomb body (a stacked `gzip, gzip` encoding is refused) stops at
     `limit`, and a server that drips bytes stops at `seconds`.
     """
+    deadline = time.monotonic() + seconds
     try:
-        _read(response, limit=limit, seconds=seconds, setting=setting, sink=out.write)
+        _read(response, limit=limit, deadline=deadline, setting=setting, sink=out.write)
     except ResponseTooLargeError:
         return f"passes {setting} ({limit})"
     except ModelCallError as exc:
@@ -133,20 +138,38 @@ def vm_answer(
     seconds: float = ANSWER_SECONDS,
     **kwargs: Any,
 ) -> tuple[int, bytes]:
-    """The status and body of `method url`, read within `limit` bytes and `seconds` in all;
-    `where` names the call in any `EnvironmentFailure`."""
+    """The status and body of `method url`, read within `limit` bytes and `seconds` in all
+    (from the request's start: connecting, headers and body); `where` names the call in any
+    `EnvironmentFailure`. The thread's `Cutoff` (`cut_by`) ends it at once."""
+    deadline = time.monotonic() + seconds
     try:
-        with http.stream(method, url, **kwargs) as response:
-            body = _read(response, limit=limit, seconds=seconds, setting="max_answer_bytes")
+        with stream_until(http, method, url, deadline=deadline, **kwargs) as response:
+            body = _read(response, limit=limit, deadline=deadline, setting="max_answer_bytes")
             return response.status_code, body
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise VmUnanswered(f"{where}: {type(exc).__name__}: {exc}", sent=False) from None
-    except httpx.TransportError as exc:
-        raise VmUnanswered(f"{where}: {type(exc).__name__}: {exc}") from None
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}") from None
-    except ModelCallError as exc:
-        raise EnvironmentFailure(f"{where}: {exc}") from None
+    except (httpx.HTTPError, httpx.InvalidURL, ModelCallError) as exc:
+        raise failure(where, exc, deadline=deadline, seconds=seconds) from None
+
+
+def stopped(where: str) -> EnvironmentFailure:
+    """The failure of a VM call its thread's `Cutoff` ended (an episode's limit, Ctrl-C)."""
+    return EnvironmentFailure(f"{where}: stopped (its episode was stopped)")
+
+
+def failure(where: str, exc: Exception, *, deadline: float, seconds: float) -> EnvironmentFailure:
+    """The `EnvironmentFailure` of a VM call with `deadline` (`seconds` from its start) that
+    failed with `exc`: stopped, out of time, never sent (`VmUnanswered`, `sent=False`),
+    unanswered, or what the answer was."""
+    if cut_short():
+        return stopped(where)
+    if isinstance(exc, ModelCallError):
+        return EnvironmentFailure(f"{where}: {exc}")
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return VmUnanswered(f"{where}: {type(exc).__name__}: {exc}", sent=False)
+    if isinstance(exc, httpx.TransportError):
+        if time.monotonic() >= deadline:
+            return VmUnanswered(f"{where}: no whole answer by its deadline ({seconds:g} s in all)")
+        return VmUnanswered(f"{where}: {type(exc).__name__}: {exc}")
+    return EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}")
 
 
 __all__ = [
@@ -157,6 +180,8 @@ __all__ = [
     "answer_seconds",
     "byte_limit",
     "copy_within",
+    "failure",
     "seconds_limit",
+    "stopped",
     "vm_answer",
 ]

@@ -64,11 +64,14 @@ import attrs
 import httpx
 
 from adapters.engine.body import ACCEPT_ENCODING
+from adapters.engine.deadline import cut_short, stream_until
 from adapters.errors import TaskSetupError
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
+    TRANSFER_SECONDS,
     answer_seconds,
     copy_within,
+    stopped,
     vm_answer,
 )
 from osharm_core.errors import excerpt
@@ -519,14 +522,16 @@ class ServerSetup:
         return self._downloads
 
     def _fetch(self, step: SetupStep, url: str, out: IO[bytes]) -> None:
-        """Stream `url` into `out` (tried again on connection errors and 5xx answers)."""
+        """Stream `url` into `out` (tried again on connection errors and 5xx answers), each try
+        whole within `TRANSFER_SECONDS`, headers included."""
         where = f"{step.where}: GET {excerpt(url, 200)}"
         problem = ""
         for _ in range(DOWNLOAD_TRIES):
             out.seek(0)
             out.truncate()
+            deadline = time.monotonic() + TRANSFER_SECONDS
             try:
-                with self._client().stream("GET", url) as response:
+                with stream_until(self._client(), "GET", url, deadline=deadline) as response:
                     if response.status_code != 200:
                         problem = f"HTTP {response.status_code}"
                         if response.status_code < 500:
@@ -538,6 +543,12 @@ class ServerSetup:
                         raise TaskSetupError(f"{where}: the file {failed}")
                     return
             except httpx.HTTPError as exc:
+                if cut_short():
+                    raise stopped(where) from None
+                if time.monotonic() >= deadline:
+                    raise TaskSetupError(
+                        f"{where}: the file did not arrive within {TRANSFER_SECONDS:g} s"
+                    ) from None
                 problem = f"{type(exc).__name__}: {exc}"
         raise TaskSetupError(f"{where}: {problem}")
 
