@@ -782,3 +782,21 @@ def stated_settings(draw: st.DrawFn) -> dict[str, object]:
         "som_test_original": draw(st.booleans()),
         "custom_client_password": draw(st.booleans()),
     }
+
+
+# --- the statement splitter (tests/core/test_split_statements.py) --------------------------
+
+#: The pieces that steer `split_statements`: quotes of both kinds, single and tripled, escapes
+#: (also of quotes and line breaks), comments, `;`, line breaks, indentation and odd spaces.
+_SPLITTER_PIECES = st.sampled_from(
+    [
+        "'", '"', "'''", '"""', "\\", "\\'", '\\"', "\\\n", "#", "# c; d", ";", "; ", " ;",
+        "\n", "\r\n", "    ", "\t", " ", "\u00a0", "\x0b", "\x0c",
+        "a()", "x = 1", "s = '''", "pyautogui.click(1, 2)", "r'", "f\"",
+    ]
+)  # fmt: skip
+
+#: Python-ish code for the statement splitter: the steering pieces above mixed with any text.
+python_ish_code = st.lists(
+    _SPLITTER_PIECES | st.text(alphabet="ab ;#'\"\\\n\t", max_size=6), max_size=30
+).map("".join)
