@@ -29,8 +29,9 @@ OsharmError                                   (osharm_core.errors)
 │       └── FakeClientExhausted               ... FakeClient
 ├── SafetyCheckPending                        safety: a stop only the user may lift (never a call failure)
 ├── BudgetExceeded                            a token or dollar cap ended the episode (never a call failure)
-├── EnvironmentFailure                        an environment returned something outside its contract
-│   └── TaskSetupError                        a task's setup was refused or failed (that task fails, the run goes on)
+├── EnvironmentFailure                        an environment broke its contract (that episode fails)
+│   ├── TaskSetupError                        a task's setup was refused or failed (that task fails, the run goes on)
+│   └── RevertFailure                         a VM could not be restored to its snapshot (the run stops)
 ├── TrajectoryError (ValueError)              trajectory and observation-directory I/O
 ├── TrajectoryExistsError (FileExistsError)   a recording would overwrite a trajectory
 └── UsageError (ValueError)                   a command line that cannot be run
@@ -231,16 +232,27 @@ class UnsupportedComputerAction(OsharmError, ValueError):
 
 
 class EnvironmentFailure(OsharmError):
-    """An environment (a desktop) returned something outside the `Env` contract."""
+    """An environment (a desktop) returned something outside the `Env` contract.
+
+    The task-list runners count that episode as failed and go on to the next
+    task, except for a desktop that is gone: a VM that gives no answer at all
+    (`adapters.runs.vm_http.VmUnanswered`) or that could not be restored
+    (`RevertFailure`) stops the run.
+    """
 
 
 class TaskSetupError(EnvironmentFailure):
     """A task's setup steps were refused or failed: that task cannot run as written.
 
     The task-list runners count the task as failed and go on to the next one
-    (a desktop that stops answering is a plain `EnvironmentFailure`, which
-    stops the run).
+    (a VM that stops answering stops the run).
     """
+
+
+class RevertFailure(EnvironmentFailure):
+    """A VM could not be restored to its clean snapshot: the revert command failed, overran
+    or could not start, or the VM did not answer again afterwards. The task-list runners
+    stop the run: the next task would start on a dirty desktop."""
 
 
 class TrajectoryError(OsharmError, ValueError):
@@ -280,6 +292,7 @@ __all__ = [
     "ResponseDecodeError",
     "ResponseTooLargeError",
     "RetryableError",
+    "RevertFailure",
     "SafetyCheckPending",
     "ScreenshotError",
     "ServerLimitError",

@@ -2,7 +2,11 @@
 
 `json_body(value)` is byte for byte what httpx sends for `json=value`
 (`json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`
-in UTF-8), and raises what that raises. A prompt's body is mostly base64
+in UTF-8), and raises what that raises, except on a lone surrogate (a model's
+reply can hold one, from the JSON escape `\\ud800`, and it comes back in the
+history): UTF-8 cannot hold it and httpx raises `UnicodeEncodeError`; here it
+is written as that JSON escape, so the call is made (and the provider says what
+it thinks of it). A prompt's body is mostly base64
 screenshots (four of them, ~270 kB, with the default history of three
 turns), and the standard encoder scans and copies every character of them on
 every call, which was most of the CPU an HTTP call took. A long ASCII string
@@ -52,6 +56,11 @@ def _swap(value: Any, found: list[bytes]) -> Any:
     return value
 
 
+#: How text is encoded: as UTF-8, with a lone surrogate (always inside a JSON string) as its
+#: `\uXXXX` escape, which is also JSON's.
+_UTF8: Final = ("utf-8", "backslashreplace")
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -69,13 +78,13 @@ def json_body(value: Any) -> bytes:
     except RecursionError:  # too deep (or circular): the standard encoder says what is wrong
         found = []
     if not found:
-        return _dumps(value).encode("utf-8")
+        return _dumps(value).encode(*_UTF8)
     pieces = _dumps(swapped).split(_MARK_JSON)
     if len(pieces) != len(found) + 1:  # the body itself held the marker: take no chances
-        return _dumps(value).encode("utf-8")
-    out = [pieces[0].encode("utf-8")]
+        return _dumps(value).encode(*_UTF8)
+    out = [pieces[0].encode(*_UTF8)]
     for raw, piece in zip(found, pieces[1:], strict=True):
-        out += (b'"', raw, b'"', piece.encode("utf-8"))
+        out += (b'"', raw, b'"', piece.encode(*_UTF8))
     return b"".join(out)
 
 

@@ -30,7 +30,7 @@ import httpx
 
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
-from adapters.errors import EnvironmentFailure
+from adapters.errors import EnvironmentFailure, RevertFailure
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -44,6 +44,7 @@ from adapters.runs.vm_http import (
     stopped,
     vm_answer,
 )
+from adapters.runs.vm_json import json_body
 from adapters.runs.vm_revert import RevertCommand
 from adapters.runs.vm_setup import (
     DEFAULT_CLIENT_PASSWORD,
@@ -52,7 +53,7 @@ from adapters.runs.vm_setup import (
     plan_setup,
 )
 from adapters.runs.vm_tries import tries
-from osharm_core import Action, ConfigError
+from osharm_core import Action, ConfigError, OsharmError
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -161,8 +162,16 @@ class DesktopEnvAdapter:
         return _observation(observe(), "_get_obs")
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
-        """`DesktopEnv.step(action, pause)`, checked."""
-        result = self.env.step(action, pause)
+        """`DesktopEnv.step(action, pause)`, checked. An exception it raises (OSWorld's
+        controller raises one for a computer_13 action it does not know) becomes an
+        `EnvironmentFailure` naming it, so the task-list runners fail that episode and go
+        on, as OSWorld's runner fails that example; an `OsharmError` passes as it is."""
+        try:
+            result = self.env.step(action, pause)
+        except OsharmError:
+            raise
+        except Exception as exc:
+            raise EnvironmentFailure(f"step: {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
@@ -357,11 +366,14 @@ class OSWorldServerEnv:
     `POST /execute` (`{"command": ["python", "-c", code], "shell": false}`)
     after OSWorld's prefix, and so does a computer_13 action, turned into the
     pyautogui calls OSWorld's controller makes for it (`computer_13_code`;
-    an action outside the vocabulary, or off the screen, is an
-    `EnvironmentFailure`; `screen_size` is read from the VM's screenshot
+    an action outside the vocabulary, or off the screen, runs nothing and
+    its step's info says why; `screen_size` is read from the VM's screenshot
     once unless given, and also fills the setup's `{SCREEN_...}`
     placeholders). WAIT sleeps `pause` seconds, DONE and FAIL end the
     episode without running anything (as words or as computer_13 dicts).
+    A command `/execute` fails, or answers unreadably, is reported the same
+    way (`{"error": ...}` in the step's info) and the episode goes on, as
+    OSWorld's controller only logs it (see `step`).
     `evaluate()` is `None`: OSWorld's evaluators run host-side in `DesktopEnv`.
 
     `reset(task_config)` performs the task's setup steps (its `config`)
@@ -556,21 +568,26 @@ class OSWorldServerEnv:
             self._sleep(min(READY_POLL, left))
 
     def _revert(self) -> None:
-        """Run `revert`, then wait for the VM to answer; any failure is an `EnvironmentFailure`."""
+        """Run `revert`, then wait for the VM to answer; any failure is a `RevertFailure`."""
         assert self.revert is not None
         try:
             if isinstance(self.revert, RevertCommand):
                 self.revert(cancel=self._stopped)
             else:
                 self.revert()
-        except EnvironmentFailure:
+        except RevertFailure:
             raise
+        except EnvironmentFailure as exc:
+            raise RevertFailure(str(exc)) from None
         except Exception as exc:
-            raise EnvironmentFailure(
-                f"revert {self.revert!r}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise RevertFailure(f"revert {self.revert!r}: {type(exc).__name__}: {exc}") from exc
         self._recording_started = False  # a recording under way did not survive the snapshot
-        self.wait_until_ready()
+        try:
+            self.wait_until_ready()
+        except RevertFailure:
+            raise
+        except EnvironmentFailure as exc:
+            raise RevertFailure(str(exc)) from None
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
         """Revert the VM (with `revert` set), perform the task's setup steps (see the class
@@ -643,12 +660,27 @@ class OSWorldServerEnv:
         return target
 
     def execute(self, code: str) -> dict[str, Any]:
-        """Run pyautogui code on the desktop; the server's answer (status, output, error, returncode)."""
+        """Run pyautogui code on the desktop; the server's answer (status, output, error,
+        returncode).
+
+        The body is ASCII JSON (`json_body`), so code holding a lone surrogate reaches the
+        server escaped. A failed or unreadable answer is an `EnvironmentFailure`.
+        """
         payload = {"command": ["python", "-c", PYAUTOGUI_PREFIX + code], "shell": False}
-        return self._call("POST", "/execute", read=_execute_answer, retry_if=_unrun, json=payload)
+        body = json_body(payload)
+        return self._call("POST", "/execute", read=_execute_answer, retry_if=_unrun, **body)
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
-        """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation after it."""
+        """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation
+        after it.
+
+        What the action did not do is reported, not raised, and the episode goes on: a
+        computer_13 action the vocabulary refuses runs nothing, and `/execute` answering
+        with an error status (OSWorld's server answers 500 for a command that overran) or
+        with something unreadable leaves the command's fate unknown; either way the info is
+        `{"error": why}` and the observation shows the desktop as it is. A VM that gives no
+        answer at all (`VmUnanswered`), or an observation that cannot be read, is raised.
+        """
         word = action_word(action)
         if word in ("DONE", "FAIL"):
             return self.observe(), 0.0, True, {"action": word}
@@ -658,16 +690,27 @@ class OSWorldServerEnv:
         if isinstance(action, str):
             code = action
         elif isinstance(action, Mapping):
-            code = computer_13_code(action, screen_size=self.screen_size)
+            size = self.screen_size
+            try:
+                code = computer_13_code(action, screen_size=size)
+            except EnvironmentFailure as refused:  # the model's action: nothing runs
+                return self.observe(), 0.0, False, {"error": str(refused)}
         else:
             raise EnvironmentFailure(
                 f"step: an action is pyautogui code or a computer_13 object, "
                 f"not {type(action).__name__}"
             )
-        result = self.execute(code)
+        try:
+            info: dict[str, Any] = {"execute": self.execute(code)}
+        except VmUnanswered:
+            raise
+        except EnvironmentFailure as failed:
+            if self._stopped.is_set():  # the episode is being stopped: no more calls
+                raise
+            info = {"error": str(failed)}
         if pause:
             self._sleep(pause)
-        return self.observe(), 0.0, False, {"execute": result}
+        return self.observe(), 0.0, False, info
 
     def evaluate(self) -> float | None:
         """None: the task's evaluator runs host-side (use DesktopEnv for scores)."""

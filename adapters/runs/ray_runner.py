@@ -390,8 +390,10 @@ def run_task_list_on_ray(
     `make_agent(task, limiter)` builds the agent in the actor; give
     `limiter` (a `RayLimiter`, `None` when `shared_limiter` is off) to its
     model client so the whole cluster shares one limit. A task whose actor
-    raised anything but a model failure, a failed setup or a timeout stops the run with that
-    error (as `arun_task_list` does), leaving the task to be redone. A task
+    raised anything but what ends an episode as failed there (a model failure, a failed
+    setup, an `EnvironmentFailure` other than a VM that gives no answer or could not be
+    reverted, a timeout) stops the run with that error (as `arun_task_list` does),
+    leaving the task to be redone. A task
     whose actor died (its process ended: the OOM killer, a lost node) is
     `failed` with Ray's reason, its folder left unfinished for the next run;
     that actor is dropped and the others take the remaining tasks; when no

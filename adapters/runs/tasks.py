@@ -26,10 +26,16 @@ import attrs
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
-from adapters.errors import BudgetExceeded, ModelCallError, TaskSetupError, TrajectoryError
+from adapters.errors import (
+    BudgetExceeded,
+    EnvironmentFailure,
+    ModelCallError,
+    RevertFailure,
+    TrajectoryError,
+)
 from adapters.runs.environments import ENV_EXECUTOR
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
-from adapters.runs.vm_http import seconds_limit
+from adapters.runs.vm_http import VmUnanswered, seconds_limit
 from adapters.trajectories.osharm import (
     RESULT_FILE,
     UNSCORED_FILE,
@@ -242,9 +248,22 @@ def _check_timeout(episode_timeout: float | None) -> None:
 
 
 #: What ends one episode as failed while the run goes on: its model call failed, its setup was
-#: refused or failed, or its desktop gave an observation that cannot be read (a cut-off tree, a
-#: screenshot that is no PNG) or that no request can fit.
-_EPISODE_FAILURES: Final = (ModelCallError, TaskSetupError, ObservationError, RequestBudgetError)
+#: refused or failed, its environment failed (`EnvironmentFailure`: an answer that cannot be
+#: read, a screenshot that is no PNG, ...), or it gave an observation that cannot be read (a
+#: cut-off tree) or that no request can fit. Not a desktop that is gone: see `_stops_run`.
+_EPISODE_FAILURES: Final = (
+    ModelCallError,
+    EnvironmentFailure,
+    ObservationError,
+    RequestBudgetError,
+)
+
+
+def _stops_run(exc: BaseException) -> bool:
+    """Whether an environment failure stops the whole run rather than failing its episode: a
+    VM that gives no answer at all, or that could not be restored to its snapshot (the next
+    task on it would fail the same way, or start on a dirty desktop)."""
+    return isinstance(exc, VmUnanswered | RevertFailure)
 
 
 def _close(close: Callable[[], None]) -> str:
@@ -382,10 +401,12 @@ def run_task_list(
     `make_agent` and `make_env` build a fresh agent and environment per task
     (the environment's `reset(task_config=...)` gives the first observation).
     A model-call failure, a task whose setup steps were refused or failed
-    (`TaskSetupError`), or an observation that cannot be read or fitted into a
-    request, ends that task with the error line and the run goes on
-    to the next; anything else (a kill, a broken environment) propagates and
-    leaves the task unfinished, to be redone by the next run. `listener` (see
+    (`TaskSetupError`), any other `EnvironmentFailure` (an answer the desktop
+    gave that cannot be read), or an observation that cannot be read or fitted
+    into a request, ends that task with the error line and the run goes on
+    to the next; anything else (a kill, a VM that gives no answer at all or
+    could not be reverted, an exception that is not an `OsharmError`)
+    propagates and leaves the task unfinished, to be redone by the next run. `listener` (see
     `adapters.runs.progress`) hears each start, model step and end;
     the result is a sequence of the outcomes with the run's `summary`
     (tokens and cost from each agent's `usage_totals`). With
@@ -430,14 +451,17 @@ def run_task_list(
             try:
                 try:
                     observation = env.reset(task_config=dict(task.config))
-                except TaskSetupError:
-                    _failed_unstarted(begun)
+                except EnvironmentFailure as exc:
+                    if not _stops_run(exc):
+                        _failed_unstarted(begun)
                     raise
                 writer = begun.open_writer()
                 score = run_episode(meter, env, observation, writer, max_steps=max_steps)
             except BudgetExceeded as exc:
                 outcome = meter.outcome(folder, "stopped", started, detail=str(exc))
             except _EPISODE_FAILURES as exc:
+                if _stops_run(exc):
+                    raise
                 outcome = meter.outcome(folder, "failed", started, detail=str(exc))
             else:
                 outcome = meter.outcome(folder, "finished", started, score, writer=writer)
@@ -467,10 +491,11 @@ async def arun_task(
     """One task of a list on an event loop (what each worker of `arun_task_list` runs).
 
     Skipped when its folder is finished, else redone from its start; a model
-    failure, a refused or failed setup (`TaskSetupError`), an unreadable
-    observation or passing
+    failure, a refused or failed setup (`TaskSetupError`), another
+    `EnvironmentFailure`, an unreadable observation or passing
     `episode_timeout` ends it as failed, with the error
-    line; anything else propagates and leaves it unfinished. The limit cannot
+    line; anything else (a VM that gives no answer, or could not be reverted)
+    propagates and leaves it unfinished. The limit cannot
     interrupt an environment call under way in a thread (`in_thread`): the
     episode ends when that call returns. Its environment is closed in any
     case; a close that fails is noted in the outcome's `detail`. The result
@@ -505,8 +530,9 @@ async def arun_task(
         async with limit:
             try:
                 observation = await env.reset(task_config=dict(task.config))
-            except TaskSetupError:
-                _failed_unstarted(begun)
+            except EnvironmentFailure as exc:
+                if not _stops_run(exc):
+                    _failed_unstarted(begun)
                 raise
             writer = begun.open_writer()
             score = await arun_episode(
@@ -521,6 +547,8 @@ async def arun_task(
     except BudgetExceeded as exc:
         outcome = meter.outcome(folder, "stopped", started, detail=str(exc))
     except _EPISODE_FAILURES as exc:
+        if _stops_run(exc):
+            raise
         outcome = meter.outcome(folder, "failed", started, detail=str(exc))
     except TimeoutError:
         if not limit.expired():  # the environment's own TimeoutError, not the episode's limit

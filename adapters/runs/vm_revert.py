@@ -9,8 +9,9 @@ revert=RevertCommand(...))` (or `osharm-agent run --env-url URL
 sees `OSHARM_VM_URL` and `OSHARM_VM_INDEX` (the VM's position among
 `--env-url`) in its environment, so one command serves several VMs. It runs
 in a session of its own (POSIX) and is killed, with everything it started,
-after `timeout` seconds; a non-zero exit is an `EnvironmentFailure` that
-quotes the end of what it printed.
+after `timeout` seconds; a non-zero exit is a `RevertFailure` (an
+`EnvironmentFailure`: the task-list runners stop the run) that quotes the
+end of what it printed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import IO, Final
 
 import attrs
 
-from adapters.errors import EnvironmentFailure
+from adapters.errors import RevertFailure
 from adapters.runs.vm_http import seconds_limit
 from osharm_core import ConfigError
 from osharm_core.errors import excerpt
@@ -62,7 +63,7 @@ class RevertCommand:
     timeout: float = attrs.field(default=DEFAULT_REVERT_TIMEOUT, validator=_timeout)
 
     def __call__(self, cancel: threading.Event | None = None) -> None:
-        """Run the command; an `EnvironmentFailure` when it cannot start, fails or overruns,
+        """Run the command; a `RevertFailure` when it cannot start, fails or overruns,
         or once `cancel` is set (the episode was stopped): then it is killed at once."""
         environment = {
             **os.environ,
@@ -82,21 +83,21 @@ class RevertCommand:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise EnvironmentFailure(f"{named} could not start: {exc}") from None
+                raise RevertFailure(f"{named} could not start: {exc}") from None
             try:
                 status = _wait(process, time.monotonic() + self.timeout, cancel)
             except BaseException:  # an interrupt in this thread: the command goes too
                 _kill_session(process)
                 raise
             if status is _OVERRUN:
-                raise EnvironmentFailure(
+                raise RevertFailure(
                     f"{named} did not finish within {self.timeout:g} s; it was killed"
                 )
             if status is _CANCELLED:
-                raise EnvironmentFailure(f"{named} was killed: its episode was stopped")
+                raise RevertFailure(f"{named} was killed: its episode was stopped")
             if status != 0:
                 said = _tail(output)
-                raise EnvironmentFailure(
+                raise RevertFailure(
                     f"{named} exited with status {status}" + (f"; it said: {said}" if said else "")
                 )
 

@@ -74,6 +74,7 @@ from adapters.runs.vm_http import (
     stopped,
     vm_answer,
 )
+from adapters.runs.vm_json import json_body
 from osharm_core.errors import excerpt
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
@@ -197,6 +198,10 @@ def _files(value: object) -> str | None:
             problem = _text(item[name])
             if problem is not None:
                 return f"[{index}].{name}: {problem}"
+        try:  # the VM path travels in a multipart form field, which is UTF-8 text
+            item["path"].encode("utf-8")
+        except UnicodeEncodeError:
+            return f"[{index}].path: holds a lone surrogate, which the upload cannot carry"
         try:
             scheme = httpx.URL(item["url"]).scheme
         except (httpx.InvalidURL, TypeError, ValueError):
@@ -413,7 +418,7 @@ class ServerSetup:
                 command = p["command"]
                 if not p["shell"] and isinstance(command, str) and len(command.split()) > 1:
                     command = command.split()
-                self._post(step, "/setup/launch", json={"command": command, "shell": p["shell"]})
+                self._post(step, "/setup/launch", body={"command": command, "shell": p["shell"]})
             case "execute" | "command":
                 self._execute(step)
             case "execute_with_verification":
@@ -425,16 +430,16 @@ class ServerSetup:
                     "check_interval": p["check_interval"],
                 }
                 endpoint = "/setup/execute_with_verification"
-                self._post(step, endpoint, json=body, timeout=p["max_wait_time"] + 10)
+                self._post(step, endpoint, body=body, timeout=p["max_wait_time"] + 10)
             case "sleep":
                 self._sleep(float(p["seconds"]))
             case "open":
-                self._post(step, "/setup/open_file", json={"path": p["path"]}, timeout=OPEN_TIMEOUT)
+                self._post(step, "/setup/open_file", body={"path": p["path"]}, timeout=OPEN_TIMEOUT)
             case "activate_window" | "close_window":
                 body = {k: p[k] for k in ("window_name", "strict", "by_class")}
-                self._post(step, f"/setup/{step.kind}", json=body)
+                self._post(step, f"/setup/{step.kind}", body=body)
             case "change_wallpaper":
-                self._post(step, "/setup/change_wallpaper", json={"path": p["path"]})
+                self._post(step, "/setup/change_wallpaper", body={"path": p["path"]})
             case _:  # download: plan_setup admits nothing else
                 for item in p["files"]:
                     self._download(step, item["url"], item["path"])
@@ -446,12 +451,20 @@ class ServerSetup:
             self._downloads = None
 
     def _post(
-        self, step: SetupStep, endpoint: str, *, timeout: float | None = None, **kwargs: Any
+        self,
+        step: SetupStep,
+        endpoint: str,
+        *,
+        body: object = None,
+        timeout: float | None = None,
+        **kwargs: Any,
     ) -> bytes:
+        """POST to `endpoint` (`body`, when given, as ASCII JSON: see `json_body`); the
+        answer's body, or a `TaskSetupError` naming the step for a status other than 200."""
         where = f"{step.where}: POST {endpoint}"
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {} if body is None else json_body(body)
         if timeout is not None:  # the answer may take that long to start, and then arrive
-            extra = {"timeout": timeout, "seconds": answer_seconds(timeout)}
+            extra.update(timeout=timeout, seconds=answer_seconds(timeout))
         # A VM that does not answer is an EnvironmentFailure (not this task's fault).
         status, body = vm_answer(
             self._http,
@@ -478,7 +491,7 @@ class ServerSetup:
         body = {"command": command, "shell": p["shell"]}
         until: Mapping[str, Any] | None = p["until"]
         for attempt in range(MAX_UNTIL_TRIES):
-            answered = self._post(step, "/setup/execute", json=body)
+            answered = self._post(step, "/setup/execute", body=body)
             if not until:
                 return
             try:

@@ -10,6 +10,7 @@ import attrs
 import httpx
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.contract import HttpCall, ModelRequest
 from adapters.engine.client import HttpModelClient
@@ -103,3 +104,20 @@ def test_the_client_sends_the_request_httpx_json_makes(content_type: bool) -> No
         expected = http.build_request("POST", call.url, headers=headers, json=call.json)
     assert seen[0].content == expected.content
     assert list(seen[0].headers.raw) == list(expected.headers.raw)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.text(alphabet=st.characters(), max_size=40), max_size=4),
+    st.sampled_from(["", "QUJD" * 400]),
+)
+def test_lone_surrogates_are_written_as_json_escapes(texts: list[str], screenshot: str) -> None:
+    """UTF-8 cannot hold a lone surrogate (httpx raises on one): it goes as its `\\uXXXX`
+    escape, the body is valid UTF-8 and reads back as the same value; other text is as httpx
+    writes it."""
+    value = {"texts": texts, "image": screenshot, "k\udce9": "\\\ud800"}
+    body = json_body(value)
+    assert json.loads(body.decode("utf-8")) == value
+    assert b'"k\\udce9":"\\\\\\ud800"' in body
+    plain = {"texts": [t.encode("utf-8", "replace").decode() for t in texts], "image": screenshot}
+    assert json_body(plain) == _httpx_json(plain)

@@ -237,8 +237,7 @@ def test_the_vm_server_client_refuses_what_it_cannot_do(vm_server: LoopbackServe
     env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, retries=1)
     with pytest.raises(EnvironmentFailure, match="chrome_open_tabs needs Chrome DevTools"):
         env.reset({"config": [{"type": "launch"}, {"type": "chrome_open_tabs"}]})
-    with pytest.raises(EnvironmentFailure, match="bad computer_13 action"):
-        env.step({"action_type": "CLICK", "x": 1})
+    assert "bad computer_13 action" in env.step({"action_type": "CLICK", "x": 1})[3]["error"]
     vm_server.enqueue(Reply(500, b"boom"))
     with pytest.raises(EnvironmentFailure, match="GET /screenshot: HTTP 500"):
         env.observe()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 import pytest
@@ -75,18 +76,35 @@ def test_computer_13_actions_run_as_osworlds_pyautogui_calls(vm: LoopbackServer)
         ({"action_type": "PRESS", "key": "hyperdrive"}, r"PRESS\.key: unknown key name"),
         ({"action_type": "TYPING"}, r"TYPING\.text: missing"),
         ({"x": 1}, r"action_type: missing"),
-        (["CLICK"], r"an action is pyautogui code or a computer_13 object, not list"),
     ],
 )  # fmt: skip
-def test_bad_computer_13_actions_are_refused_and_nothing_runs(
+def test_bad_computer_13_actions_are_reported_and_nothing_runs(
     vm: LoopbackServer, action: Any, message: str
 ) -> None:
-    env, _ = _env(vm)
-    with pytest.raises(EnvironmentFailure, match=message):
-        env.step(action)
+    """A model's action the vocabulary refuses runs nothing; the step says why in its info
+    and the episode goes on with the desktop as it is."""
+    env, slept = _env(vm)
+    obs, reward, done, info = env.step(action, 0.5)
+    assert (reward, done, list(info)) == (0.0, False, ["error"])
+    assert info["error"].startswith("bad computer_13 action")
+    assert re.search(message, info["error"])
+    assert obs["screenshot"].startswith(b"\x89PNG")
+    assert obs["accessibility_tree"]
+    assert slept == []  # nothing ran, so nothing to wait for
     env.close()
-    # Nothing ran; at most the screen size was read (from a screenshot) to check the action.
-    assert [r.path for r in vm.requests] in ([], ["/screenshot"])
+    # Nothing ran: the screen size was read (from a screenshot) to check the action, then observed.
+    assert [r.path for r in vm.requests] == ["/screenshot", "/screenshot", "/accessibility"]
+
+
+def test_an_action_of_no_known_shape_is_an_environment_failure(vm: LoopbackServer) -> None:
+    """Not a model's reply (the agent gives code or objects): an agent's bug, raised."""
+    env, _ = _env(vm)
+    with pytest.raises(
+        EnvironmentFailure, match="pyautogui code or a computer_13 object, not list"
+    ):
+        env.step(["CLICK"])  # type: ignore[arg-type]
+    env.close()
+    assert vm.requests == []
 
 
 def _typed_text(code: str) -> str:
@@ -120,10 +138,10 @@ def test_the_screen_size_is_read_from_the_vm_once_unless_given(vm: LoopbackServe
     env.close()
     vm.reset()
     small, _ = _env(vm, screen_size=(1280, 720))
-    with pytest.raises(EnvironmentFailure, match=r"MOVE_TO\.x: 1500 is outside 0\.\.1280"):
-        small.step({"action_type": "MOVE_TO", "x": 1500, "y": 1})
+    info = small.step({"action_type": "MOVE_TO", "x": 1500, "y": 1})[3]
+    assert re.search(r"MOVE_TO\.x: 1500 is outside 0\.\.1280", info["error"])
     small.close()
-    assert vm.requests == []
+    assert [r.path for r in vm.requests] == ["/screenshot", "/accessibility"]  # observed only
     for bad in ((0, 720), (1280,), (1280.0, 720), (99999, 720), "1280x720"):
         with pytest.raises(ConfigError, match="screen_size must be"):
             _env(vm, screen_size=bad)

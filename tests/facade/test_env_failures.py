@@ -1,0 +1,358 @@
+"""What a desktop's failure costs a run of many episodes (loopback VM servers).
+
+A model's action the VM cannot run, and a command `/execute` fails or answers
+unreadably, are reported in the step's info and the episode goes on; an
+observation that cannot be read fails only its episode; a VM that gives no
+answer at all, or cannot be reverted, stops the run. Lone surrogates (a model's
+reply, a task file) reach the VM, and the model, as JSON escapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters import (
+    DesktopEnvAdapter,
+    OSWorldServerEnv,
+    RevertFailure,
+    TaskSetupError,
+    in_thread,
+)
+from adapters.agent import PromptAgent
+from adapters.cli import main
+from adapters.registry import client_for
+from adapters.runs import OsworldTask, RunResult, arun_task_list, run_task_list
+from adapters.runs.vm_http import VmUnanswered
+from adapters.runs.vm_json import json_body
+from adapters.runs.vm_setup import plan_setup
+from adapters.testing import FakeClient
+from osharm_core import AgentConfig
+from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
+from tests.facade.helpers import load, write_task_list
+from tests.facade.test_environments import (  # noqa: F401  (vm_server: the fixture)
+    FakeDesktopEnv,
+    serve_vm,
+    vm_server,
+)
+
+C13 = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="computer_13")
+PYAUTOGUI = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
+PRESS = '```json\n{"action_type": "PRESS", "key": "enter"}\n```'
+OVERRUN = '```json\n{"action_type": "TYPING", "text": "overrun"}\n```'
+NOTHING = "```python\npass\n```"
+OFF_SCREEN = '```json\n{"action_type": "CLICK", "x": 99999, "y": 5}\n```'
+NOTES_TREE = load("mousepad_notes")["accessibility_tree"]
+OK = {"status": "success", "output": "", "error": "", "returncode": 0}
+
+
+def _tasks(count: int) -> list[OsworldTask]:
+    return [
+        OsworldTask(domain="os", example_id=f"t{i}", instruction=f"Do t{i}", config={"id": f"t{i}"})
+        for i in range(count)
+    ]
+
+
+def _run(
+    tmp_path: Path,
+    config: AgentConfig,
+    replies: Callable[[OsworldTask], list[str]],
+    url: Callable[[OsworldTask], str],
+    *,
+    concurrent: bool = True,
+) -> RunResult:
+    """Three tasks, each with its agent's replies and its VM, as `arun_task_list` (three workers)
+    or `run_task_list` runs them."""
+
+    def agent(task: OsworldTask) -> PromptAgent:
+        return PromptAgent.from_config(config, client=FakeClient(replies(task)))
+
+    def env(task: OsworldTask) -> OSWorldServerEnv:
+        return OSWorldServerEnv(url(task), timeout=5.0, settle=0, retry_wait=0)
+
+    common: dict[str, Any] = {"config": config, "result_dir": tmp_path, "max_steps": 4}
+    if not concurrent:
+        return run_task_list(_tasks(3), make_agent=agent, make_env=env, **common)
+    return asyncio.run(
+        arun_task_list(
+            _tasks(3),
+            make_agent=agent,
+            make_env=lambda task: in_thread(env(task)),
+            workers=3,
+            **common,
+        )
+    )
+
+
+def _done(_: OsworldTask) -> list[str]:
+    return ["DONE"]
+
+
+def _url(server: LoopbackServer) -> Callable[[OsworldTask], str]:
+    """Every task on `server`."""
+    return lambda _: server.base_url
+
+
+def _traj(result: RunResult, index: int) -> list[dict[str, Any]]:
+    text = (result[index].folder / "traj.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _executed(server: LoopbackServer) -> list[str]:
+    return [r.json()["command"][2] for r in server.requests if r.path == "/execute"]
+
+
+def test_a_models_bad_computer_13_action_is_reported_and_the_run_goes_on(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    def replies(task: OsworldTask) -> list[str]:
+        return [OFF_SCREEN, "DONE"] if task.example_id == "t0" else [PRESS, PRESS, "DONE"]
+
+    result = _run(tmp_path, C13, replies, _url(vm_server))
+    assert [o.status for o in result] == ["finished"] * 3
+    assert (result.summary.finished, result.summary.failed) == (3, 0)
+    first = _traj(result, 0)[0]
+    assert first["action"] == {"action_type": "CLICK", "x": 99999, "y": 5}
+    assert first["done"] is False
+    assert "CLICK.x: 99999 is outside 0..1920" in first["info"]["error"]
+    assert not any("Error" in line for line in _traj(result, 0))
+    # Only the other episodes' presses ran.
+    assert len(_executed(vm_server)) == 4
+    assert all(code.endswith("pyautogui.press('enter')") for code in _executed(vm_server))
+
+
+def test_a_failed_or_unreadable_execute_is_reported_and_the_episode_goes_on(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """OSWorld's server answers 500 for a command that overran; its controller logs it and the
+    episode goes on. So here: the step's info says what came back, and nothing is sent twice."""
+
+    def execute(received: Received) -> Reply:
+        code = received.json()["command"][2]
+        if "time.sleep(300)" in code:
+            return Reply(500, {"status": "error", "message": "Command timed out"})
+        if "garbage" in code:
+            return Reply(200, b"<html>proxy error</html>")
+        return Reply(200, OK)
+
+    vm_server.route("POST", r"/execute", execute)
+    code = {"t0": "time.sleep(300)", "t1": "pyautogui.typewrite('garbage')", "t2": "pass"}
+
+    def replies(task: OsworldTask) -> list[str]:
+        return [f"```python\n{code[task.example_id]}\n```", "DONE"]
+
+    for concurrent in (True, False):
+        vm_server.reset()
+        folder = tmp_path / str(concurrent)
+        result = _run(folder, PYAUTOGUI, replies, _url(vm_server), concurrent=concurrent)
+        assert [o.status for o in result] == ["finished"] * 3
+        assert _traj(result, 0)[0]["info"] == {"error": "POST /execute: HTTP 500"}
+        assert _traj(result, 1)[0]["info"] == {"error": "POST /execute did not return JSON"}
+        assert _traj(result, 2)[0]["info"] == {"execute": OK}
+        assert len(_executed(vm_server)) == 3  # each sent once: it may have run
+
+
+def test_an_unreadable_observation_fails_only_its_episode(tmp_path: Path) -> None:
+    """t0's desktop starts answering /accessibility with something that is not JSON after its
+    first observation: t0 fails with OSWorld's error line, the others finish."""
+    with LoopbackServer() as broken, LoopbackServer() as good:
+        serve_vm(good)
+        serve_vm(broken)
+        looks: list[int] = []
+
+        def tree(_: Received) -> Reply:
+            looks.append(1)
+            return Reply(200, {"AT": NOTES_TREE} if len(looks) == 1 else b"{nope")
+
+        broken.route("GET", r"/accessibility", tree)
+
+        def url(task: OsworldTask) -> str:
+            return broken.base_url if task.example_id == "t0" else good.base_url
+
+        for concurrent in (True, False):
+            looks.clear()
+            folder = tmp_path / str(concurrent)
+            result = _run(
+                folder, PYAUTOGUI, lambda _: [NOTHING, "DONE"], url, concurrent=concurrent
+            )
+            assert [o.status for o in result] == ["failed", "finished", "finished"]
+            assert result[0].detail == 'GET /accessibility did not return {"AT": ...}'
+            assert _traj(result, 0)[-1] == {"Error": "Time limit exceeded in os/t0"}
+            assert (result.summary.finished, result.summary.failed) == (2, 1)
+            assert len(looks) == 4  # the first observation, then three tries after the step
+
+
+def test_a_vm_that_gives_no_answer_or_cannot_be_reverted_stops_the_run(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}"
+
+    def url(task: OsworldTask) -> str:
+        return nowhere if task.example_id == "t1" else vm_server.base_url
+
+    for concurrent in (True, False):  # t1's VM is not there
+        with pytest.raises(VmUnanswered, match="GET /screenshot: ConnectError"):
+            _run(tmp_path / str(concurrent), PYAUTOGUI, _done, url, concurrent=concurrent)
+        assert not list((tmp_path / str(concurrent)).rglob("t1"))  # left for the next run
+
+    def gone() -> None:  # a revert that fails
+        raise RuntimeError("hypervisor gone")
+
+    with pytest.raises(RevertFailure, match=r"task 't0': revert .*RuntimeError: hypervisor gone"):
+        run_task_list(
+            _tasks(3)[:1],
+            config=PYAUTOGUI,
+            result_dir=tmp_path / "revert",
+            make_agent=lambda _: PromptAgent.from_config(PYAUTOGUI, client=FakeClient(["DONE"])),
+            make_env=lambda _: OSWorldServerEnv(vm_server.base_url, revert=gone, settle=0),
+            max_steps=2,
+        )
+
+
+def test_the_cli_run_goes_on_past_a_bad_action_and_a_failed_command(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`run --tasks` on two VMs: one task's model clicks off the screen, another's command
+    overruns on its VM (a 500); every task finishes and the summary is printed."""
+    meta, examples = write_task_list(tmp_path, {"os": ["t0", "t1", "t2"]})
+
+    def model(received: Received) -> Reply:
+        body = received.json()
+        said = json.dumps(body["messages"])
+        if any(m["role"] == "assistant" for m in body["messages"]):
+            return Reply(200, chat_completion("DONE"))
+        if "Do t0" in said:
+            return Reply(200, chat_completion(OFF_SCREEN))
+        if "Do t1" in said:
+            return Reply(200, chat_completion(OVERRUN))
+        return Reply(200, chat_completion(PRESS))
+
+    def execute(received: Received) -> Reply:
+        if "overrun" in received.json()["command"][2]:
+            return Reply(500, {"status": "error", "message": "Command timed out"})
+        return Reply(200, OK)
+
+    monkeypatch.setenv("LOOPBACK_KEY", "k")
+    with LoopbackServer() as vm1, LoopbackServer() as vm2, LoopbackServer() as llm:
+        for vm in (vm1, vm2):
+            serve_vm(vm).route("POST", r"/execute", execute)
+        llm.route("POST", r".*/chat/completions", model)
+        status = main(
+            [
+                "run", "--tasks", str(meta), "--examples", str(examples),
+                "--out", str(tmp_path / "out"), "--model", "compat/m",
+                "--base-url", llm.base_url + "/v1", "--api-key-env", "LOOPBACK_KEY",
+                "--action-space", "computer_13", "--observation-type", "a11y_tree",
+                "--env-url", vm1.base_url, "--env-url", vm2.base_url, "--settle", "0",
+            ]
+        )  # fmt: skip
+        executed = _executed(vm1) + _executed(vm2)
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "summary: 3 task(s): 3 finished" in captured.out
+    assert "Traceback" not in captured.err
+    folders = {p.parent.name: p for p in (tmp_path / "out").rglob("traj.jsonl")}
+    lines = {name: path.read_text().splitlines() for name, path in folders.items()}
+    assert "outside 0..1920" in json.loads(lines["t0"][0])["info"]["error"]
+    assert json.loads(lines["t1"][0])["info"] == {"error": "POST /execute: HTTP 500"}
+    assert json.loads(lines["t2"][0])["info"] == {"execute": OK}
+    assert len(executed) == 2  # t1's typing (once) and t2's press
+
+
+class StrictDesktopEnv(FakeDesktopEnv):
+    """Like OSWorld's DesktopEnv: its controller raises on a computer_13 type it does not know."""
+
+    def step(self, action: Any, pause: float = 2) -> Any:
+        if isinstance(action, dict) and action["action_type"] == "TELEPORT":
+            raise Exception("Unknown action type: TELEPORT")
+        return super().step(action, pause)
+
+
+def test_a_wrapped_desktop_env_raising_on_an_action_fails_only_that_episode(
+    tmp_path: Path,
+) -> None:
+    def agent(task: OsworldTask) -> PromptAgent:
+        first = '{"action_type": "TELEPORT"}' if task.example_id == "t1" else PRESS
+        return PromptAgent.from_config(C13, client=FakeClient([first, "DONE"]))
+
+    result = run_task_list(
+        _tasks(3),
+        config=C13,
+        result_dir=tmp_path,
+        make_agent=agent,
+        make_env=lambda _: DesktopEnvAdapter(StrictDesktopEnv()),
+        max_steps=3,
+    )
+    assert [o.status for o in result] == ["finished", "failed", "finished"]
+    assert result[1].detail == "step: Exception: Unknown action type: TELEPORT"
+    assert _traj(result, 1)[-1] == {"Error": "Time limit exceeded in os/t1"}
+
+
+# --- lone surrogates ---------------------------------------------------------------------------
+
+
+def test_lone_surrogates_reach_the_vm_as_json_escapes(
+    vm_server: LoopbackServer,  # noqa: F811
+) -> None:
+    """A model's code, and a task's setup command, holding lone surrogates: the body is ASCII
+    JSON (as OSWorld's controller sends it), which the server's JSON reader turns back."""
+    vm_server.route("POST", r"/setup/.*", lambda _: Reply(200, {"status": "ok"}))
+    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, settle=0)
+    code = "pyautogui.typewrite('a\ud800b')"
+    assert env.step(code)[3] == {"execute": OK}
+    command = ["echo", "caf\udce9"]
+    env.reset({"id": "t", "config": [{"type": "execute", "parameters": {"command": command}}]})
+    env.close()
+    sent = {r.path: r for r in vm_server.requests if r.method == "POST"}
+    for path in ("/execute", "/setup/execute"):
+        assert sent[path].body.isascii()
+        assert sent[path].headers["content-type"] == "application/json"
+    assert b"a\\ud800b" in sent["/execute"].body
+    assert sent["/execute"].json()["command"][2].endswith(code)
+    assert sent["/setup/execute"].json() == {"command": command, "shell": False}
+    assert json_body({"x": "\udce9"}) == {
+        "content": b'{"x": "\\udce9"}',
+        "headers": {"content-type": "application/json"},
+    }
+
+
+def test_a_download_path_with_a_lone_surrogate_is_refused_before_anything_runs() -> None:
+    """The VM path of a download goes in a multipart form field, which cannot carry it."""
+    files = [{"url": "http://127.0.0.1/f.pdf", "path": "/home/user/caf\udce9.pdf"}]
+    with pytest.raises(TaskSetupError, match=r"files\[0\]\.path: holds a lone surrogate"):
+        plan_setup([{"type": "download", "parameters": {"files": files}}])
+
+
+def test_a_reply_with_a_lone_surrogate_goes_back_to_the_model_escaped() -> None:
+    """The reply (its JSON held the escape `\\ud800`) comes back in the next request's
+    history; UTF-8 cannot hold a lone surrogate, so it is sent as that JSON escape and the
+    episode goes on."""
+    reply = "```python\npyautogui.typewrite('a\ud800b')\n```"
+    obs = load("mousepad_notes")
+    with LoopbackServer() as llm:
+        llm.enqueue(Reply(200, chat_completion(reply)), Reply(200, chat_completion("DONE")))
+        client = client_for("compat/m", base_url=llm.base_url + "/v1", api_key="k")
+        agent = PromptAgent.from_config(PYAUTOGUI, client=client)
+        try:
+            first = agent.predict("type", obs)[1]
+            assert first is not None
+            assert "a\ud800b" in first[0]
+            assert agent.predict("type", obs)[1] == ["DONE"]
+        finally:
+            client.close()  # type: ignore[attr-defined]
+        second = llm.requests[1]
+    assert b"a\\ud800b" in second.body  # the escape, once
+    assert "a\ud800b" in json.dumps(second.json(), ensure_ascii=False)
