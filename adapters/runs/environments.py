@@ -33,6 +33,7 @@ from adapters.engine.deadline import Cutoff, cut_by, stream_until
 from adapters.errors import EnvironmentFailure, RevertFailure
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.vm_http import (
+    COMMAND_SECONDS,
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
     VmUnanswered,
@@ -248,6 +249,16 @@ class _InThread:
     async def begin_turn(self) -> Any:
         """The environment's `begin_turn()` (see `ReplayEnv`), in a worker thread."""
         return await self._call(self.env.begin_turn)  # type: ignore[attr-defined]
+
+
+def _outlasting_commands(timeout: httpx.Timeout) -> httpx.Timeout:
+    """`timeout` with a read timeout longer than the server lets a command run, so a command
+    that overruns gets the server's answer (a 500, reported) rather than a read timeout
+    (no answer, which stops the run)."""
+    read = timeout.read
+    if read is not None and read <= COMMAND_SECONDS:
+        read = COMMAND_SECONDS + 30
+    return httpx.Timeout(connect=timeout.connect, read=read, write=timeout.write, pool=timeout.pool)
 
 
 def in_thread(env: Env) -> AsyncEnv:
@@ -668,7 +679,14 @@ class OSWorldServerEnv:
         """
         payload = {"command": ["python", "-c", PYAUTOGUI_PREFIX + code], "shell": False}
         body = json_body(payload)
-        return self._call("POST", "/execute", read=_execute_answer, retry_if=_unrun, **body)
+        return self._call(
+            "POST",
+            "/execute",
+            read=_execute_answer,
+            retry_if=_unrun,
+            timeout=_outlasting_commands(self._http.timeout),
+            **body,
+        )
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation

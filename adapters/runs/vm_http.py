@@ -25,8 +25,10 @@ from osharm_core import ConfigError
 
 #: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
 DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
+#: How long OSWorld's server lets a command run before it answers 500 (`/execute`).
+COMMAND_SECONDS: Final = 120.0
 #: The most one answer of a VM's server may take in all, however it trickles in (its
-#: commands run up to 120 s on the VM, as OSWorld's server allows them).
+#: commands run up to `COMMAND_SECONDS` on the VM).
 ANSWER_SECONDS: Final = 180.0
 #: The most a download or a screen recording may take in all (1 GiB at ~2 MB/s).
 TRANSFER_SECONDS: Final = 600.0
@@ -174,6 +176,7 @@ def failure(where: str, exc: Exception, *, deadline: float, seconds: float) -> E
 
 __all__ = [
     "ANSWER_SECONDS",
+    "COMMAND_SECONDS",
     "DEFAULT_MAX_ANSWER_BYTES",
     "TRANSFER_SECONDS",
     "VmUnanswered",

@@ -356,3 +356,31 @@ def test_a_reply_with_a_lone_surrogate_goes_back_to_the_model_escaped() -> None:
         second = llm.requests[1]
     assert b"a\\ud800b" in second.body  # the escape, once
     assert "a\ud800b" in json.dumps(second.json(), ensure_ascii=False)
+
+
+def test_a_command_that_overruns_gets_the_servers_answer_not_a_read_timeout(
+    vm_server: LoopbackServer,  # noqa: F811
+) -> None:
+    """OSWorld's server answers 500 once a command has run 120 s; a client read timeout no
+    longer than that would call the VM unanswered (which stops the run) first. Here the
+    client's timeout is 0.5 s and the command's answer takes 1 s."""
+    vm_server.route(
+        "POST",
+        r"/execute",
+        lambda _: Reply(500, {"status": "error", "message": "Command timed out"}, delay=1.0),
+    )
+    env = OSWorldServerEnv(vm_server.base_url, timeout=0.5, settle=0)
+    try:
+        _, _, done, info = env.step("time.sleep(300)")
+    finally:
+        env.close()
+    assert not done
+    assert info == {"error": "POST /execute: HTTP 500"}
+    # Other calls keep the configured timeout.
+    vm_server.route("GET", r"/screenshot", lambda _: Reply(200, b"", delay=1.0))
+    other = OSWorldServerEnv(vm_server.base_url, timeout=0.5, retries=1)
+    try:
+        with pytest.raises(VmUnanswered):
+            other.observe()
+    finally:
+        other.close()
