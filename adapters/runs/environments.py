@@ -129,6 +129,17 @@ def _settle(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
+def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """`method(*args, **kwargs)` of a wrapped `DesktopEnv`; an exception it raises that is not
+    an `OsharmError` becomes an `EnvironmentFailure` naming `what` and the exception."""
+    try:
+        return method(*args, **kwargs)
+    except OsharmError:
+        raise
+    except Exception as exc:
+        raise EnvironmentFailure(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
 class DesktopEnvAdapter:
     """An OSWorld `DesktopEnv` (or anything shaped like it) under the `Env` contract.
 
@@ -153,26 +164,24 @@ class DesktopEnvAdapter:
         self._sleep = sleep or time.sleep
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
-        """`DesktopEnv.reset(task_config=...)`, then the settled desktop's observation, checked."""
+        """`DesktopEnv.reset(task_config=...)`, then the settled desktop's observation, checked
+        (what it raises is an `EnvironmentFailure`, as for `step`)."""
         config = None if task_config is None else dict(task_config)
-        first = _observation(self.env.reset(task_config=config, **kwargs), "reset")
+        first = _observation(
+            _called("reset", self.env.reset, task_config=config, **kwargs), "reset"
+        )
         observe = getattr(self.env, "_get_obs", None)
         if not self.settle or not callable(observe):
             return first
         self._sleep(self.settle)
-        return _observation(observe(), "_get_obs")
+        return _observation(_called("_get_obs", observe), "_get_obs")
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """`DesktopEnv.step(action, pause)`, checked. An exception it raises (OSWorld's
         controller raises one for a computer_13 action it does not know) becomes an
         `EnvironmentFailure` naming it, so the task-list runners fail that episode and go
         on, as OSWorld's runner fails that example; an `OsharmError` passes as it is."""
-        try:
-            result = self.env.step(action, pause)
-        except OsharmError:
-            raise
-        except Exception as exc:
-            raise EnvironmentFailure(f"step: {type(exc).__name__}: {exc}") from exc
+        result = _called("step", self.env.step, action, pause)
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
@@ -184,7 +193,7 @@ class DesktopEnvAdapter:
 
     def evaluate(self) -> float | None:
         """`DesktopEnv.evaluate()`, as a float (or None when it gives none)."""
-        score = self.env.evaluate()
+        score = _called("evaluate", self.env.evaluate)
         if score is None:
             return None
         if isinstance(score, bool) or not isinstance(score, int | float):

@@ -301,6 +301,29 @@ def test_a_wrapped_desktop_env_raising_on_an_action_fails_only_that_episode(
     assert _traj(result, 1)[-1] == {"Error": "Time limit exceeded in os/t1"}
 
 
+class FailingSetupDesktopEnv(FakeDesktopEnv):
+    """Like OSWorld's DesktopEnv when a task's setup fails: `reset` raises its own error."""
+
+    def reset(self, task_config: Any = None, **kwargs: Any) -> Any:
+        if task_config is not None and task_config.get("id") == "t1":
+            raise RuntimeError("setup step 'launch' failed")
+        return super().reset(task_config, **kwargs)
+
+
+def test_a_wrapped_desktop_env_raising_in_reset_fails_only_that_task(tmp_path: Path) -> None:
+    """As OSWorld's runner fails that example and goes on."""
+    result = run_task_list(
+        _tasks(3),
+        config=C13,
+        result_dir=tmp_path,
+        make_agent=lambda _: PromptAgent.from_config(C13, client=FakeClient([PRESS, "DONE"])),
+        make_env=lambda _: DesktopEnvAdapter(FailingSetupDesktopEnv()),
+        max_steps=3,
+    )
+    assert [o.status for o in result] == ["finished", "failed", "finished"]
+    assert result[1].detail == "reset: RuntimeError: setup step 'launch' failed"
+
+
 # --- lone surrogates ---------------------------------------------------------------------------
 
 
