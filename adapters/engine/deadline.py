@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio
 import httpcore
@@ -32,6 +32,7 @@ import httpx
 # zero timeout would make the socket non-blocking and fail as a read error instead.
 _LAST_READ: Final = 0.001
 _MARK: Final = "_osharm_bounded_reads"
+_R = TypeVar("_R")
 
 _thread = threading.local()
 
@@ -177,32 +178,23 @@ def _left(timeout: float | None) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
-def _bounded(stream: Any, read: Callable[..., bytes]) -> Callable[..., bytes]:
-    def bounded_read(max_bytes: int, timeout: float | None = None) -> bytes:
+def _bounded(
+    stream: Any, operation: Callable[[Any, float | None], _R], error: type[Exception]
+) -> Callable[..., _R]:
+    """`stream`'s read or write `operation`, waiting at most until the thread's deadline and
+    ended at once (with `error`) by the thread's `Cutoff`."""
+
+    def bounded(data: Any, timeout: float | None = None) -> _R:
         cutoff: Cutoff | None = getattr(_thread, "cutoff", None)
         if cutoff is None:
-            return read(max_bytes, _left(timeout))
-        cutoff._enter(stream, httpcore.ReadError)
+            return operation(data, _left(timeout))
+        cutoff._enter(stream, error)
         try:
-            return read(max_bytes, _left(timeout))
+            return operation(data, _left(timeout))
         finally:
             cutoff._leave(stream)
 
-    return bounded_read
-
-
-def _bounded_write(stream: Any, write: Callable[..., None]) -> Callable[..., None]:
-    def bounded_write(buffer: bytes, timeout: float | None = None) -> None:
-        cutoff: Cutoff | None = getattr(_thread, "cutoff", None)
-        if cutoff is None:
-            return write(buffer, _left(timeout))
-        cutoff._enter(stream, httpcore.WriteError)
-        try:
-            return write(buffer, _left(timeout))
-        finally:
-            cutoff._leave(stream)
-
-    return bounded_write
+    return bounded
 
 
 def _bound(stream: Any) -> None:
@@ -213,9 +205,9 @@ def _bound(stream: Any) -> None:
     if not callable(read):
         return
     try:
-        stream.read = _bounded(stream, read)
+        stream.read = _bounded(stream, read, httpcore.ReadError)
         if callable(write):
-            stream.write = _bounded_write(stream, write)
+            stream.write = _bounded(stream, write, httpcore.WriteError)
         setattr(stream, _MARK, True)
     except AttributeError:  # a stream that takes no new attributes keeps its reads
         return
