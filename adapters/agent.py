@@ -34,6 +34,8 @@ from osharm_core import (
     code_actions,
     thaw,
 )
+from osharm_core.accessibility import tree_text
+from osharm_core.errors import AccessibilityTreeError
 from osharm_core.observation import PNG_SIGNATURE, Observation
 from osharm_core.prompts import system_prompt
 from osharm_core.scaling import effective_scaling
@@ -70,12 +72,18 @@ class _Pending:
 
 
 def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
-    """What the environment gave, for the recorder: any PNG screenshot and XML tree it holds."""
+    """What the environment gave, for the recorder: any PNG screenshot and XML tree it holds,
+    in any form `Observation.from_dict` takes (a memoryview screenshot, a tree as bytes)."""
     if isinstance(obs, Observation):
         return obs
     shot = obs.get("screenshot") if isinstance(obs, Mapping) else None
     tree = obs.get("accessibility_tree") if isinstance(obs, Mapping) else None
-    png = bytes(shot) if isinstance(shot, bytes | bytearray) else None
+    png = bytes(shot) if isinstance(shot, bytes | bytearray | memoryview) else None
+    if isinstance(tree, bytes | bytearray | memoryview):
+        try:
+            tree = tree_text(tree)
+        except AccessibilityTreeError:
+            tree = None  # one the step did not use: it would have refused it
     return Observation(
         screenshot=png if png is not None and png.startswith(PNG_SIGNATURE) else None,
         accessibility_tree=tree if isinstance(tree, str) else None,
