@@ -170,7 +170,12 @@ class AgentConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"AgentConfig.from_json: unknown field(s) {', '.join(unknown)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except RecursionError:  # quoting a deeply nested bad value
+            raise ConfigError(
+                "AgentConfig.from_json: a field's value is nested too deeply"
+            ) from None
 
     def __attrs_post_init__(self) -> None:
         if self.observation_type == "som" and self.action_space != "pyautogui":
