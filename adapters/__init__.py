@@ -22,6 +22,7 @@ from adapters.engine.limits import RateLimiter
 from adapters.engine.retry import NO_RETRIES, RetryPolicy
 from adapters.engine.transport import ShardedAsyncTransport
 from adapters.errors import (
+    AgentBusyError,
     AuthenticationError,
     BadRequestError,
     BudgetExceeded,
@@ -93,6 +94,7 @@ from adapters.trajectories.replay import ForkClient, ReplayClient, ReplayEnv
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "NO_RETRIES",
+    "AgentBusyError",
     "AnthropicComputerProvider",
     "AnthropicProvider",
     "AsyncEnv",

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -23,6 +24,7 @@ from adapters.accounting.cost import UsageTotals, step_cost
 from adapters.accounting.prices import default_prices
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.engine.server_limits import body_size_of, fit_request
+from adapters.errors import AgentBusyError
 from adapters.registry import client_for
 from adapters.trajectories.jsonl import Recorder, StepRecord
 from osharm_core import (
@@ -34,6 +36,8 @@ from osharm_core import (
     code_actions,
     thaw,
 )
+from osharm_core.accessibility import tree_text
+from osharm_core.errors import AccessibilityTreeError
 from osharm_core.observation import PNG_SIGNATURE, Observation
 from osharm_core.prompts import system_prompt
 from osharm_core.scaling import effective_scaling
@@ -70,12 +74,18 @@ class _Pending:
 
 
 def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
-    """What the environment gave, for the recorder: any PNG screenshot and XML tree it holds."""
+    """What the environment gave, for the recorder: any PNG screenshot and XML tree it holds,
+    in any form `Observation.from_dict` takes (a memoryview screenshot, a tree as bytes)."""
     if isinstance(obs, Observation):
         return obs
     shot = obs.get("screenshot") if isinstance(obs, Mapping) else None
     tree = obs.get("accessibility_tree") if isinstance(obs, Mapping) else None
-    png = bytes(shot) if isinstance(shot, bytes | bytearray) else None
+    png = bytes(shot) if isinstance(shot, bytes | bytearray | memoryview) else None
+    if isinstance(tree, bytes | bytearray | memoryview):
+        try:
+            tree = tree_text(tree)
+        except AccessibilityTreeError:
+            tree = None  # one the step did not use: it would have refused it
     return Observation(
         screenshot=png if png is not None and png.startswith(PNG_SIGNATURE) else None,
         accessibility_tree=tree if isinstance(tree, str) else None,
@@ -158,6 +168,7 @@ class PromptAgent:
         self._state = AgentState()
         self._linearized: LinearizedTree | None = None
         self._last_request: StepRequest | None = None
+        self._stepping = threading.Lock()  # held from a step's start to its end
         self.logger = logging.getLogger(DEFAULT_LOGGER)
 
     @classmethod
@@ -267,12 +278,27 @@ class PromptAgent:
         """Start a new episode: clear the trajectory and set the logger (the default one when None).
 
         Other keywords that newer OSWorld loops pass (such as `vm_ip`) are accepted and ignored.
+        A step in flight raises `AgentBusyError` (its end would write the old episode's turn
+        into the new one).
         """
-        self._state = AgentState()
-        self._usage = UsageTotals()
-        self._linearized = None
-        self._last_request = None
-        self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
+        self._claim("reset()")
+        try:
+            self._state = AgentState()
+            self._usage = UsageTotals()
+            self._linearized = None
+            self._last_request = None
+            self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
+        finally:
+            self._stepping.release()
+
+    def _claim(self, what: str) -> None:
+        """Take the agent for one step (or a reset); `AgentBusyError` if a step is in flight."""
+        if not self._stepping.acquire(blocking=False):
+            raise AgentBusyError(
+                f"PromptAgent.{what}: another step of this agent is still in flight; an agent "
+                "takes one step at a time (its trajectory is one episode's): await or join "
+                "that step first, or use one agent per episode"
+            )
 
     def predict(
         self, instruction: str, obs: Mapping[str, Any] | Observation
@@ -284,10 +310,13 @@ class PromptAgent:
         reply: it is recorded like any unparsable one and gives `("", [])`
         for pyautogui, `("", None)` for computer_13, as the reference does.
         A recorder error (a full disk) propagates after the state was updated:
-        the step happened, only its record is missing.
+        the step happened, only its record is missing. A second step started while
+        one is in flight (from another thread) raises `AgentBusyError` before any call.
         """
-        held = None if self.budget is None else self.budget.reserve(self._usage)
+        self._claim("predict()")
+        held = None
         try:
+            held = None if self.budget is None else self.budget.reserve(self._usage)
             pending = self._begin(instruction, obs)
             started = time.perf_counter()
             try:
@@ -299,6 +328,7 @@ class PromptAgent:
         finally:
             if held is not None:
                 held.release()  # a failed call's place; nothing once the step is settled
+            self._stepping.release()
 
     async def apredict(
         self, instruction: str, obs: Mapping[str, Any] | Observation
@@ -309,10 +339,14 @@ class PromptAgent:
         to draw, a screenshot to resize, a request to fit) is built in the
         loop's default executor, so a loop running many agents goes on serving
         the others meanwhile; a small one is built in place (see
-        `INLINE_TREE_CHARS`).
+        `INLINE_TREE_CHARS`). A second step started while one is in flight (two tasks
+        on one agent) raises `AgentBusyError` before any call; a cancelled step frees
+        the agent.
         """
-        held = None if self.budget is None else await self.budget.areserve(self._usage)
+        self._claim("apredict()")
+        held = None
         try:
+            held = None if self.budget is None else await self.budget.areserve(self._usage)
             if _cheap_prompt(self.config, obs):
                 pending = self._begin(instruction, obs)
             else:
@@ -327,6 +361,7 @@ class PromptAgent:
         finally:
             if held is not None:
                 held.release()  # a failed call's place; nothing once the step is settled
+            self._stepping.release()
 
     def _begin(self, instruction: str, obs: Mapping[str, Any] | Observation) -> _Pending:
         config, state = self.config, self._state

@@ -35,6 +35,7 @@ OsharmError                                   (osharm_core.errors)
 ├── TrajectoryError (ValueError)              trajectory and observation-directory I/O
 ├── TrajectoryExistsError (FileExistsError)   a recording would overwrite a trajectory
 └── UsageError (ValueError)                   a command line that cannot be run
+    └── AgentBusyError                        a second step on an agent with one in flight
 ```
 
 `ModelCallError.retryable` says whether waiting and trying again can help. A
@@ -267,9 +268,18 @@ class UsageError(OsharmError, ValueError):
     """A mistake in how a command was called; the CLI reports it as one line, exit status 2."""
 
 
+class AgentBusyError(UsageError):
+    """A step was started, or the agent reset, while a step of the same agent was in flight.
+
+    Raised before any model call: an agent holds one trajectory, so it takes one
+    step at a time; run concurrent episodes with one agent each.
+    """
+
+
 __all__ = [
     "AccessibilityTreeError",
     "ActionParseError",
+    "AgentBusyError",
     "AuthenticationError",
     "BadRequestError",
     "BudgetExceeded",

@@ -218,6 +218,19 @@ def _utf8_from_bytes(data: bytes) -> bytes:
         ) from None
 
 
+def tree_text(data: bytes | bytearray | memoryview) -> str:
+    """A tree given as bytes, as text: decoded as its BOM, width or XML declaration says
+    (UTF-8 when none does), the rule `parse_accessibility_tree` reads bytes by.
+
+    >>> tree_text('<?xml version="1.0" encoding="UTF-16"?><a/>'.encode("utf-16"))[-4:]
+    '<a/>'
+    """
+    try:
+        return _utf8_from_bytes(bytes(data)).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AccessibilityTreeError(f"accessibility tree is not valid utf-8: {exc}") from None
+
+
 def _as_utf8(xml: str | bytes) -> bytes:
     """The tree as UTF-8 bytes, so every check below reads the characters as the parser will."""
     if isinstance(xml, bytes | bytearray | memoryview):

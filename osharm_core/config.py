@@ -7,7 +7,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, number_excerpt
 from osharm_core.limits import ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -24,6 +24,9 @@ TREE_TYPES: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+#: The largest integer field value (a 64-bit signed int: what any server or JSON reader takes).
+MAX_CONFIG_INT: Final = 2**63 - 1
 
 
 def _one_of(allowed: tuple[str, ...]) -> Validator:
@@ -43,7 +46,9 @@ def _number(
         kinds: tuple[type, ...] = (int,) if integer else (int, float)
         what = "an integer" if integer else "a number"
         if isinstance(value, bool) or not isinstance(value, kinds):
-            raise ConfigError(f"AgentConfig.{attribute.name} must be {what}; got {value!r}")
+            raise ConfigError(
+                f"AgentConfig.{attribute.name} must be {what}; got {number_excerpt(value)}"
+            )
         assert isinstance(value, int | float)
         if (
             value != value
@@ -51,9 +56,24 @@ def _number(
             or (high is not None and value > high)
         ):
             bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ConfigError(f"AgentConfig.{attribute.name} must be {bounds}; got {value!r}")
+            raise ConfigError(
+                f"AgentConfig.{attribute.name} must be {bounds}; got {number_excerpt(value)}"
+            )
+        if integer and value > MAX_CONFIG_INT:
+            raise ConfigError(
+                f"AgentConfig.{attribute.name} must be at most {MAX_CONFIG_INT}; "
+                f"got {number_excerpt(value)}"
+            )
 
     return check
+
+
+def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"AgentConfig.{attribute.name} must be true or false; got {type(value).__name__} "
+            f"{number_excerpt(value)}"
+        )
 
 
 def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -114,10 +134,10 @@ class AgentConfig:
     platform: Platform = attrs.field(default="ubuntu", validator=_one_of(PLATFORMS))
     #: Read the ubuntu class/description columns from the real ubuntu attributes
     #: namespace (the reference reads the windows one and leaves them empty).
-    ubuntu_attributes: bool = False
+    ubuntu_attributes: bool = attrs.field(default=False, validator=_flag)
     #: Set-of-marks: test for single-colour boxes on the untouched screenshot
     #: (the reference tests the image while it is being drawn on).
-    som_test_original: bool = False
+    som_test_original: bool = attrs.field(default=False, validator=_flag)
     #: The desktop user's password, named in the prompt's sudo sentence (OSWorld
     #: runners pass `client_password`); the default keeps the reference's bytes.
     client_password: str = attrs.field(default="password", validator=_password)
@@ -150,7 +170,12 @@ class AgentConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"AgentConfig.from_json: unknown field(s) {', '.join(unknown)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except RecursionError:  # quoting a deeply nested bad value
+            raise ConfigError(
+                "AgentConfig.from_json: a field's value is nested too deeply"
+            ) from None
 
     def __attrs_post_init__(self) -> None:
         if self.observation_type == "som" and self.action_space != "pyautogui":

@@ -29,7 +29,7 @@ def excerpt(value: object, limit: int = 80) -> str:
     >>> excerpt("x" * 100, 10)
     "'xxxxxx..."
     """
-    text = repr(value)
+    text = _repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -40,8 +40,15 @@ def number_excerpt(value: object) -> str:
     >>> number_excerpt(12), number_excerpt(10**400)
     ('12', '10000000000000000000...(401 characters)')
     """
-    text = repr(value)
+    text = _repr(value)
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def _repr(value: object) -> str:
+    # Python refuses to write an int of more than 4,300 digits (about 14,284 bits) as text.
+    if isinstance(value, int) and value.bit_length() > 14_000:
+        return f"<an integer of {value.bit_length()} bits>"
+    return repr(value)
 
 
 class OsharmError(Exception):

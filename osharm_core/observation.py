@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import attrs
 
+from osharm_core.accessibility import tree_text
 from osharm_core.config import OBSERVATION_TYPES, SCREENSHOT_TYPES, TREE_TYPES, ObservationType
 from osharm_core.errors import AccessibilityTreeError, ObservationError, ScreenshotError
 
@@ -52,11 +53,11 @@ def _screenshot(value: object, observation_type: str) -> bytes:
 def _tree(value: object, observation_type: str) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         try:
-            value = bytes(value).decode("utf-8")
-        except UnicodeDecodeError as exc:
+            value = tree_text(value)
+        except AccessibilityTreeError as exc:
             raise AccessibilityTreeError(
-                f"observation key 'accessibility_tree' (observation type {observation_type!r}) "
-                f"is not UTF-8 text: {exc}"
+                f"observation key 'accessibility_tree' (observation type {observation_type!r}): "
+                f"{exc}"
             ) from None
     if not isinstance(value, str):
         raise AccessibilityTreeError(

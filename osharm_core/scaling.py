@@ -37,8 +37,8 @@ from typing import Final
 import attrs
 from PIL import Image
 
-from osharm_core.errors import ConfigError
-from osharm_core.frames import CoordinateFrame, Grid, Rounding
+from osharm_core.errors import ConfigError, ScreenshotError
+from osharm_core.frames import MAX_FRAME_SIDE, CoordinateFrame, Grid, Rounding
 from osharm_core.marks import open_screenshot
 from osharm_core.observation import png_size
 
@@ -97,8 +97,22 @@ class ScalingPreset:
         return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
 
     def frame_for(self, width: int, height: int) -> CoordinateFrame:
-        """The frame a `width` x `height` screen is seen in under this preset."""
+        """The frame a `width` x `height` screen is seen in under this preset.
+
+        A screenshot with a side past `MAX_FRAME_SIDE`, as captured or as it would be
+        sent, raises `ScreenshotError`.
+        """
+        if max(width, height) > MAX_FRAME_SIDE:
+            raise ScreenshotError(
+                f"screenshot is {width} x {height} pixels; scaling {self.name!r} takes "
+                f"screenshots with sides of at most {MAX_FRAME_SIDE} pixels"
+            )
         sent_w, sent_h = self.target_size(width, height)
+        if max(sent_w, sent_h) > MAX_FRAME_SIDE:
+            raise ScreenshotError(
+                f"screenshot is {width} x {height} pixels; scaling {self.name!r} would send it "
+                f"at {sent_w} x {sent_h}, past the largest side of {MAX_FRAME_SIDE} pixels"
+            )
         return CoordinateFrame(
             screen_width=width,
             screen_height=height,

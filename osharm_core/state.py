@@ -188,7 +188,21 @@ def _records(value: Iterable[ObservationRecord]) -> tuple[ObservationRecord, ...
 def _actions(
     value: Iterable[Iterable[Action | StoredAction] | None],
 ) -> tuple[tuple[StoredAction, ...] | None, ...]:
-    return tuple(None if turn is None else tuple(map(freeze, turn)) for turn in value)
+    from osharm_core.parsing import MAX_ACTION_DEPTH, _too_deep  # parsing imports this module
+
+    turns: list[tuple[StoredAction, ...] | None] = []
+    for index, turn in enumerate(value):
+        if turn is None:
+            turns.append(None)
+            continue
+        given = tuple(turn)
+        if any(isinstance(action, dict) and _too_deep(action) for action in given):
+            raise StateError(
+                f"AgentState: actions[{index}] holds an action nested more than "
+                f"{MAX_ACTION_DEPTH} levels deep (the most a parsed reply holds)"
+            )
+        turns.append(tuple(map(freeze, given)))
+    return tuple(turns)
 
 
 def _thoughts(value: Iterable[str]) -> tuple[str, ...]:
@@ -257,6 +271,8 @@ class AgentState:
         """The state `to_json` wrote; a `StateError` says what is malformed and where."""
         try:
             return _state_from_json(data)
+        except RecursionError:
+            raise StateError("AgentState.from_json: a value is nested too deeply") from None
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise

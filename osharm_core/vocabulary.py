@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 from returns.result import Failure, Result, Success
@@ -220,7 +220,7 @@ def _check_key(key: object) -> str | None:
 
 
 def _check_params(
-    spec: ActionSpec, action: dict[str, object], screen_size: tuple[int, int]
+    spec: ActionSpec, action: Mapping[str, object], screen_size: tuple[int, int]
 ) -> str | None:
     for name in action:
         if name != "action_type" and spec.param(name) is None:
@@ -249,11 +249,12 @@ def _check_params(
 
 def validate_computer_13(
     action: object, *, screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE
-) -> Result[Action, str]:
+) -> Result[Action | Mapping[str, Any], str]:
     """Check one computer_13 action against the vocabulary.
 
     Success carries the action itself; Failure a message naming the bad
-    field. Key names are matched like the OSWorld controller does (a name
+    field. An action may be any mapping, such as the `FrozenAction`s an
+    `AgentState` stores. Key names are matched like the OSWorld controller does (a name
     whose lower-case form is a pyautogui key is accepted).
 
     >>> validate_computer_13({"action_type": "CLICK", "x": 10, "y": 20})
@@ -269,7 +270,7 @@ def validate_computer_13(
         return Failure(
             f"action: a string action must be one of {', '.join(SPECIAL_WORDS)}; got {excerpt(action, 60)}"
         )
-    if not isinstance(action, dict):
+    if not isinstance(action, Mapping):
         return Failure(
             "action: expected a JSON object with an action_type, or one of "
             f"{', '.join(SPECIAL_WORDS)}; got {_kind_of(action)} {excerpt(action, 60)}"

@@ -63,3 +63,25 @@ def test_frozen() -> None:
     """A config cannot be changed in place."""
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         AgentConfig().model = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("field", ["ubuntu_attributes", "som_test_original"])
+@pytest.mark.parametrize("value", ["false", "no", 0, 1, None, [1], 1.0])
+def test_flags_take_only_booleans(field: str, value: object) -> None:
+    """The string "false" (or 0, None, ...) does not turn an option on: only a bool is taken,
+    and from_json names the field."""
+    with pytest.raises(ConfigError, match=f"AgentConfig.{field} must be true or false"):
+        AgentConfig.from_json({field: value})
+    assert getattr(AgentConfig(**{field: True}), field) is True
+
+
+@pytest.mark.parametrize(
+    "field", ["max_tokens", "top_p", "temperature", "max_trajectory_length", "a11y_tree_max_tokens"]
+)
+@pytest.mark.parametrize("value", [10**5000, -(10**5000), 2**63], ids=["huge", "-huge", "2**63"])
+def test_huge_numbers_are_a_config_error_naming_the_field(field: str, value: int) -> None:
+    """A number too large to write as text (or past a 64-bit int) is refused as a ConfigError,
+    not a raw ValueError from quoting it; the largest 64-bit int is still taken."""
+    with pytest.raises(ConfigError, match=f"AgentConfig.{field} must be"):
+        AgentConfig.from_json({field: value})
+    assert AgentConfig(max_tokens=2**63 - 1).max_tokens == 2**63 - 1

@@ -9,6 +9,7 @@ from osharm_core import (
     Observation,
     ObservationError,
     ScreenshotError,
+    linearize_accessibility_tree,
 )
 from osharm_core.observation import PNG_SIGNATURE, png_size
 from tests.conftest import OBSERVATIONS, png_claiming
@@ -64,10 +65,16 @@ def test_bad_screenshot_is_refused(value: object, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [(42, "must be an XML string"), ("   ", "empty"), (b"\xff\xfe<a/>", "not UTF-8")],
+    [
+        (42, "must be an XML string"),
+        ("   ", "empty"),
+        (b"<a>\xff</a>", "not valid utf-8"),
+        (b"\xff\xfe<a/", "not valid utf-16"),
+    ],
 )
 def test_bad_tree_is_refused(value: object, message: str) -> None:
-    """A tree that is not text, is blank, or is not UTF-8 is refused with the key named."""
+    """A tree that is not text, is blank, or is not valid in its encoding is refused with the
+    key named."""
     with pytest.raises(AccessibilityTreeError, match=message):
         Observation.from_dict({"accessibility_tree": value}, "a11y_tree")
 
@@ -76,6 +83,21 @@ def test_tree_bytes_are_decoded() -> None:
     """A tree given as UTF-8 bytes is accepted as text."""
     obs = Observation.from_dict({"accessibility_tree": XML.encode()}, "a11y_tree")
     assert obs.accessibility_tree == XML
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-8-sig", "latin-1"])
+def test_tree_bytes_decode_as_the_parser_reads_them(codec: str) -> None:
+    """Bytes in any encoding the parser reads (a BOM, a wide "<?", a declaration) are the same
+    text to `from_dict`, and the step linearizes them as `linearize_accessibility_tree` does."""
+    declared = f'<?xml version="1.0" encoding="{codec.removesuffix("-sig")}"?>' + XML
+    data = declared.encode(codec)
+    if codec == "utf-16-be":
+        assert not data.startswith(b"\xfe\xff")  # no BOM: found by the wide "<?"
+    obs = Observation.from_dict({"accessibility_tree": data}, "a11y_tree")
+    assert obs.accessibility_tree == declared
+    assert linearize_accessibility_tree(obs.accessibility_tree) == linearize_accessibility_tree(
+        data
+    )
 
 
 def test_unknown_type_and_non_mapping() -> None:

@@ -12,11 +12,11 @@ from hypothesis import given
 from PIL import Image
 
 from adapters.registry import scaling_preset_for
-from osharm_core import AgentConfig, AgentState, ConfigError, tag_screenshot
+from osharm_core import AgentConfig, AgentState, ConfigError, ScreenshotError, tag_screenshot
 from osharm_core.observation import png_size
 from osharm_core.scaling import PRESETS, preset_for_model, resolve_preset, smart_resize
 from osharm_core.step import prepare_step
-from tests.conftest import fixture_observation
+from tests.conftest import fixture_observation, png_claiming
 from tests.strategies import screen_sizes
 
 
@@ -164,3 +164,32 @@ def test_the_readme_frames_example_runs(capsys: pytest.CaptureFixture[str]) -> N
         "CoordinateFrame(screen_width=1920, screen_height=1080, image_width=1429"
     )
     assert out[1] == "['pyautogui.click(959, 540)']"
+
+
+@pytest.mark.parametrize("scaling", ["openai-high", "claude", "gemini", "qwen2-vl", "ui-tars-1.5"])
+@pytest.mark.parametrize("size", [(2_000_000, 1), (1, 2_000_000)])
+def test_a_screenshot_too_large_to_frame_is_a_screenshot_error(
+    scaling: str, size: tuple[int, int]
+) -> None:
+    """A PNG header claiming a side past MAX_FRAME_SIDE is refused as the screenshot's fault,
+    naming its size, not as a frame ConfigError."""
+    config = AgentConfig(
+        model="gpt-4o", observation_type="screenshot", action_space="pyautogui", scaling=scaling
+    )
+    with pytest.raises(ScreenshotError, match=f"screenshot is {size[0]} x {size[1]} pixels"):
+        prepare_step(config, AgentState(), "t", {"screenshot": png_claiming(*size)})
+
+
+@pytest.mark.parametrize("scaling", ["openai-high", "claude", "gemini", "qwen2-vl", "ui-tars-1.5"])
+@pytest.mark.parametrize("size", [(1 << 20, 1), (1, 1 << 20)])
+def test_a_screenshot_at_the_largest_side_is_framed_unless_sent_larger(
+    scaling: str, size: tuple[int, int]
+) -> None:
+    """At the largest side a screenshot is framed; the Qwen-style grids, which would send such a
+    sliver larger than that, refuse it as a ScreenshotError too."""
+    preset = PRESETS[scaling]
+    if preset.multiple is None:
+        assert preset.frame_for(*size).screen_width == size[0]
+        return
+    with pytest.raises(ScreenshotError, match="would send it at"):
+        preset.frame_for(*size)

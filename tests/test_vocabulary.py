@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Failure, Success
 
+from osharm_core.state import AgentState, FrozenAction, ObservationRecord, thaw
 from osharm_core.vocabulary import (
     ACTION_SPECS,
     ACTIONS,
@@ -265,3 +266,16 @@ def test_description_covers_every_action_parameter_and_key() -> None:
     for key in KEYBOARD_KEYS:
         assert json.dumps(key) in text
     assert "from 0 to 2560" in describe_actions((2560, 1440))
+
+
+def test_a_stored_action_is_validated_like_its_dict() -> None:
+    """The `FrozenAction`s (and their `FrozenList`s) an `AgentState` stores are checked as the
+    dicts they were made from: any mapping is an action."""
+    good = {"action_type": "HOTKEY", "keys": ["ctrl", "c"]}
+    state = AgentState([ObservationRecord(None, "t")], [[good]], ["x"])
+    [[stored]] = state.actions
+    assert isinstance(stored, FrozenAction)
+    assert validate_computer_13(stored).unwrap() is stored
+    bad = FrozenAction({"action_type": "HOTKEY", "keys": ["ctrl", "nokey"]})
+    assert validate_computer_13(bad).failure() == validate_computer_13(thaw(bad)).failure()
+    assert "unknown key name" in validate_computer_13(bad).failure()

@@ -1,0 +1,120 @@
+"""One step at a time per agent: a second step (or a reset) while one is in flight is refused
+before any model call, and a step that ends in any way frees the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from adapters import AgentBusyError, PromptAgent, UsageError
+from adapters.contract import ModelRequest, ModelResponse
+from adapters.errors import AccessibilityTreeError, RetryableError
+
+TREE = '<r xmlns:st="https://accessibility.ubuntu.example.org/ns/state"/>'
+OBS = {"accessibility_tree": TREE}
+
+
+class _Gated:
+    """A client whose calls wait for `go` (async: an event; sync: a threading event)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.calls = 0
+        self.fail = fail
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def _reply(self) -> ModelResponse:
+        self.calls += 1
+        if self.fail:
+            raise RetryableError("overloaded", provider="test")
+        return ModelResponse(text=f"```\nstep{self.calls}()\n```", model="gpt-4o")
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.entered.set()
+        assert self.go.wait(2)
+        return self._reply()
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        self.entered.set()
+        for _ in range(2000):  # at most ~2 s: a second call that got through fails, not hangs
+            if self.go.is_set():
+                return self._reply()
+            await asyncio.sleep(0.001)
+        raise AssertionError("the gate never opened")
+
+
+def _agent(client: Any) -> PromptAgent:
+    return PromptAgent(observation_type="a11y_tree", action_space="pyautogui", client=client)
+
+
+@pytest.mark.anyio
+async def test_two_concurrent_apredicts_refuse_the_second_before_its_call() -> None:
+    client = _Gated()
+    agent = _agent(client)
+
+    async def second() -> None:
+        while not client.entered.is_set():
+            await asyncio.sleep(0.001)
+        try:
+            with pytest.raises(AgentBusyError, match="one step at a time"):
+                await agent.apredict("i", OBS)
+            with pytest.raises(AgentBusyError, match=r"reset\(\)"):
+                agent.reset()
+        finally:
+            client.go.set()
+
+    first, _ = await asyncio.gather(agent.apredict("i", OBS), second())
+    assert first == ("```\nstep1()\n```", ["step1()"])
+    assert client.calls == 1
+    assert agent.thoughts == ["```\nstep1()\n```"]
+    assert await agent.apredict("i", OBS) == ("```\nstep2()\n```", ["step2()"])  # freed
+    assert len(agent.state) == 2
+    assert issubclass(AgentBusyError, UsageError)
+
+
+def test_predict_from_two_threads_refuses_the_second() -> None:
+    client = _Gated()
+    agent = _agent(client)
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(agent.predict("i", OBS)))
+    worker.start()
+    try:
+        assert client.entered.wait(10)
+        with pytest.raises(AgentBusyError, match=r"predict\(\)"):
+            agent.predict("i", OBS)
+        with pytest.raises(AgentBusyError):
+            agent.reset()
+    finally:
+        client.go.set()
+        worker.join()
+    assert results == [("```\nstep1()\n```", ["step1()"])]
+    assert client.calls == 1
+    agent.reset()  # freed
+    assert len(agent.state) == 0
+
+
+@pytest.mark.anyio
+async def test_a_failed_or_cancelled_step_frees_the_agent() -> None:
+    failing = _Gated(fail=True)
+    failing.go.set()
+    agent = _agent(failing)
+    with pytest.raises(RetryableError):
+        agent.predict("i", OBS)
+    with pytest.raises(RetryableError):
+        await agent.apredict("i", OBS)
+    with pytest.raises(AccessibilityTreeError, match="must be an XML string"):
+        agent.predict("i", {"accessibility_tree": 42})  # refused while building the prompt
+    stuck = _Gated()
+    agent = _agent(stuck)
+    task = asyncio.ensure_future(agent.apredict("i", OBS))
+    while not stuck.entered.is_set():
+        await asyncio.sleep(0.001)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stuck.go.set()
+    assert await agent.apredict("i", OBS) == ("```\nstep1()\n```", ["step1()"])
+    agent.reset()

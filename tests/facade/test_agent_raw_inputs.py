@@ -1,0 +1,56 @@
+"""The recorder keeps the observation the step used, in every form `Observation.from_dict` takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters import PromptAgent
+from adapters.testing import FakeClient
+from adapters.trajectories.jsonl import TrajectoryRecorder, read_trajectory
+from adapters.trajectories.rebuild import rebuild_step
+from tests.facade.helpers import load
+
+NOTES = load("mousepad_notes")
+PY = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
+
+
+@pytest.mark.parametrize("codec", ["utf-8", "utf-16"])
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
+def test_a_memoryview_screenshot_and_a_bytes_tree_are_recorded(
+    tmp_path: Path, codec: str, wrap: type
+) -> None:
+    """A screenshot as a memoryview and a tree as bytes are recorded as the step read them,
+    so the step can be rebuilt to what was sent."""
+    png, xml = NOTES["screenshot"], NOTES["accessibility_tree"]
+    assert isinstance(png, bytes)
+    assert isinstance(xml, str)
+    client = FakeClient([PY])
+    agent = PromptAgent(
+        observation_type="screenshot_a11y_tree",
+        action_space="pyautogui",
+        client=client,
+        recorder=TrajectoryRecorder(tmp_path),
+    )
+    agent.predict("t", {"screenshot": wrap(png), "accessibility_tree": wrap(xml.encode(codec))})
+    [entry] = read_trajectory(tmp_path)
+    assert (entry.screenshot, entry.accessibility_tree) == ("step_0001.png", "step_0001.xml")
+    assert (tmp_path / "step_0001.png").read_bytes() == png
+    assert (tmp_path / "step_0001.xml").read_text(encoding="utf-8") == xml
+    assert rebuild_step(tmp_path, 1).request.messages == client.requests[0].messages
+
+
+def test_an_unused_tree_that_is_not_text_is_left_out(tmp_path: Path) -> None:
+    """A tree the observation type does not use, and that no encoding reads, is not recorded
+    (the step never read it) and does not stop the step."""
+    agent = PromptAgent(
+        observation_type="screenshot",
+        action_space="pyautogui",
+        client=FakeClient([PY]),
+        recorder=TrajectoryRecorder(tmp_path),
+    )
+    shot = NOTES["screenshot"]
+    agent.predict("t", {"screenshot": memoryview(shot), "accessibility_tree": b"<a>\xff</a>"})
+    [entry] = read_trajectory(tmp_path)
+    assert (entry.screenshot, entry.accessibility_tree) == ("step_0001.png", None)

@@ -1,0 +1,62 @@
+"""Deeply nested values in a saved state or configuration are a typed error, never a
+RecursionError; the deepest action a reply can parse to still round-trips."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from returns.result import Success
+
+from osharm_core import (
+    MAX_ACTION_DEPTH,
+    AgentConfig,
+    AgentState,
+    ConfigError,
+    ObservationRecord,
+    StateError,
+    parse_actions_from_string,
+)
+
+BASE = {"observations": [{"screenshot": None, "accessibility_tree": "t"}], "thoughts": ["x"]}
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    return json.loads('{"a":' * levels + "1" + "}" * levels)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        _nested(400),
+        {"action_type": "TYPING", "text": json.loads("[" * 500 + "]" * 500)},
+        {"action_type": "TYPING", "text": _nested(MAX_ACTION_DEPTH + 1)},
+    ],
+    ids=["400 objects", "500 lists", "past the limit"],
+)
+def test_a_deeply_nested_action_is_a_state_error(action: dict[str, Any]) -> None:
+    with pytest.raises(StateError, match=r"actions\[0\] holds an action nested more than 16"):
+        AgentState.from_json({**BASE, "actions": [[action]]})
+    with pytest.raises(StateError, match="nested more than"):
+        AgentState([ObservationRecord(None, "t")], [[action]], ["x"])
+
+
+def test_the_deepest_parsable_action_round_trips() -> None:
+    """An action as deep as a reply may hold is stored, saved and read back."""
+    inner: Any = 1
+    for _ in range(MAX_ACTION_DEPTH - 1):
+        inner = {"a": inner}
+    action = {"action_type": "TYPING", "text": inner}
+    parsed = parse_actions_from_string(f"```json\n{json.dumps(action)}\n```")
+    assert parsed == Success([action])
+    state = AgentState([ObservationRecord(None, "t")], [parsed.unwrap()], ["x"])
+    assert AgentState.from_json(json.loads(json.dumps(state.to_json()))) == state
+
+
+def test_a_deeply_nested_config_value_is_a_config_error() -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        AgentConfig.from_json({"model": deep})
