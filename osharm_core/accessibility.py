@@ -21,7 +21,7 @@ import attrs
 from lxml import etree
 
 from osharm_core.config import Platform
-from osharm_core.errors import AccessibilityTreeError, ConfigError
+from osharm_core.errors import AccessibilityTreeError, ConfigError, excerpt
 
 __all__ = [
     "LINEARIZED_HEADER",
@@ -150,7 +150,9 @@ def platform_keys(platform: str, *, ubuntu_attributes: bool = False) -> Platform
     try:
         return _PLATFORM_KEYS[(platform, bool(ubuntu_attributes))]
     except (KeyError, TypeError):
-        raise ConfigError(f"platform must be 'ubuntu' or 'windows'; got {platform!r}") from None
+        raise ConfigError(
+            f"platform must be 'ubuntu' or 'windows'; got {excerpt(platform)}"
+        ) from None
 
 
 # --- parsing ---------------------------------------------------------------

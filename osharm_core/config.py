@@ -7,7 +7,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, number_excerpt
 from osharm_core.limits import ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -33,7 +33,7 @@ def _one_of(allowed: tuple[str, ...]) -> Validator:
     def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if value not in allowed:
             raise ConfigError(
-                f"AgentConfig.{attribute.name} must be one of {', '.join(allowed)}; got {value!r}"
+                f"AgentConfig.{attribute.name} must be one of {', '.join(allowed)}; got {excerpt(value)}"
             )
 
     return check
@@ -78,15 +78,25 @@ def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
 
 def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"AgentConfig.{attribute.name} must be a non-empty string; got {value!r}")
+        raise ConfigError(
+            f"AgentConfig.{attribute.name} must be a non-empty string; got {excerpt(value)}"
+        )
 
 
 def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value or "\n" in value or "`" in value:
-        raise ConfigError(
-            f"AgentConfig.{attribute.name} must be a non-empty one-line string without "
-            f"backticks; got {value!r}"
-        )
+    # The value is a secret: the message says what is wrong with it, never what it is.
+    if not isinstance(value, str):
+        problem = f"a {type(value).__name__}"
+    elif not value:
+        problem = "an empty string"
+    elif "\n" in value or "`" in value:
+        problem = f"a string of {len(value)} characters holding a line break or a backtick"
+    else:
+        return
+    raise ConfigError(
+        f"AgentConfig.{attribute.name} must be a non-empty one-line string without "
+        f"backticks; got {problem}"
+    )
 
 
 def _scaling(_: object, __: attrs.Attribute[Any], value: object) -> None:
@@ -182,7 +192,7 @@ class AgentConfig:
             raise ConfigError(
                 "AgentConfig: observation_type 'som' needs action_space 'pyautogui' "
                 "(the tagged screenshot is only explained to code-writing agents); "
-                f"got {self.action_space!r}"
+                f"got {excerpt(self.action_space)}"
             )
         from osharm_core.scaling import resolve_preset  # see _scaling
 

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, number_excerpt
 
 #: The coordinate grids a model may answer in.
 Grid = Literal["pixels", "relative", "rel1000", "rel999"]
@@ -47,7 +47,7 @@ def _one_of(allowed: tuple[str, ...]) -> Any:
         if value not in allowed:
             raise ConfigError(
                 f"CoordinateFrame.{attribute.name} must be one of {', '.join(allowed)}; "
-                f"got {value!r}"
+                f"got {excerpt(value)}"
             )
 
     return check

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import attrs
 
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, excerpt
 
 
 def _optional_positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -16,7 +16,7 @@ def _optional_positive(_: object, attribute: attrs.Attribute[Any], value: object
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
-            f"ServerLimits.{attribute.name} must be a non-negative int or None; got {value!r}"
+            f"ServerLimits.{attribute.name} must be a non-negative int or None; got {excerpt(value)}"
         )
 
 
@@ -76,7 +76,7 @@ def server_limits(profile: str | ServerLimits | Mapping[str, Any] | None) -> Ser
         if profile not in SERVER_PROFILES:
             raise ConfigError(
                 f"server_profile must be one of {', '.join(SERVER_PROFILES)}, explicit "
-                f"ServerLimits, or None; got {profile!r}"
+                f"ServerLimits, or None; got {excerpt(profile)}"
             )
         return SERVER_PROFILES[profile]
     if isinstance(profile, Mapping):

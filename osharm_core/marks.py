@@ -26,7 +26,7 @@ from osharm_core.accessibility import (
     text_cell,
 )
 from osharm_core.config import Platform
-from osharm_core.errors import ConfigError, ScreenshotError
+from osharm_core.errors import ConfigError, ScreenshotError, number_excerpt
 from osharm_core.observation import png_size
 from osharm_core.state import Mask
 
@@ -69,7 +69,7 @@ class SetOfMarks:
 def _checked_header(data: object, max_pixels: int) -> bytes:
     """The PNG bytes, once the signature and the header's pixel count are acceptable."""
     if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
-        raise ConfigError(f"max_pixels must be a positive int; got {max_pixels!r}")
+        raise ConfigError(f"max_pixels must be a positive int; got {number_excerpt(max_pixels)}")
     if not isinstance(data, bytes | bytearray | memoryview):
         raise ScreenshotError(f"screenshot must be PNG bytes, not {type(data).__name__}")
     data = bytes(data)

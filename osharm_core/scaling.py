@@ -37,7 +37,7 @@ from typing import Final
 import attrs
 from PIL import Image
 
-from osharm_core.errors import ConfigError, ScreenshotError
+from osharm_core.errors import ConfigError, ScreenshotError, excerpt
 from osharm_core.frames import MAX_FRAME_SIDE, CoordinateFrame, Grid, Rounding
 from osharm_core.marks import open_screenshot
 from osharm_core.observation import png_size
@@ -196,7 +196,7 @@ def check_scaling(value: object) -> None:
     ):
         return
     raise ConfigError(
-        f"AgentConfig.scaling must be one of {', '.join(scaling_choices())}; got {value!r}"
+        f"AgentConfig.scaling must be one of {', '.join(scaling_choices())}; got {excerpt(value)}"
     )
 
 

@@ -17,7 +17,7 @@ from typing import Final
 import attrs
 import tiktoken
 
-from osharm_core.errors import ConfigError, RankFileError
+from osharm_core.errors import ConfigError, RankFileError, number_excerpt
 
 __all__ = [
     "CL100K_SHA256",
@@ -138,7 +138,7 @@ def trim_with_split(
     its last line.
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ConfigError(f"max_tokens must be a positive int; got {max_tokens!r}")
+        raise ConfigError(f"max_tokens must be a positive int; got {number_excerpt(max_tokens)}")
     # Every token is at least one byte, so a text of at most `max_tokens` bytes fits;
     # one with more characters than that has more bytes too, and is not encoded to see.
     if len(text) <= max_tokens and len(text.encode("utf-8", "surrogatepass")) <= max_tokens:

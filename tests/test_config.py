@@ -85,3 +85,32 @@ def test_huge_numbers_are_a_config_error_naming_the_field(field: str, value: int
     with pytest.raises(ConfigError, match=f"AgentConfig.{field} must be"):
         AgentConfig.from_json({field: value})
     assert AgentConfig(max_tokens=2**63 - 1).max_tokens == 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    "field", ["observation_type", "action_space", "platform", "scaling", "server_profile", "model"]
+)
+def test_a_huge_bad_value_is_quoted_in_part(field: str) -> None:
+    """A megabyte of garbage in a field gives a message of a line, not a megabyte."""
+    value = " " * 10 if field == "model" else "x" * 1_000_000
+    with pytest.raises(ConfigError, match=f"AgentConfig.{field} must") as caught:
+        AgentConfig(**{field: value})  # type: ignore[arg-type]
+    assert len(str(caught.value)) < 400
+
+
+@pytest.mark.parametrize(
+    ("password", "problem"),
+    [
+        ("hunter2\nmore", "a string of 12 characters holding a line break or a backtick"),
+        ("pass`word", "a string of 9 characters holding a line break or a backtick"),
+        ("", "an empty string"),
+        (1234, "a int"),
+    ],
+)
+def test_a_refused_password_is_never_echoed(password: object, problem: str) -> None:
+    """The client password is a secret: the error says what is wrong with it, not what it is."""
+    with pytest.raises(ConfigError, match="client_password must be") as caught:
+        AgentConfig(client_password=password)  # type: ignore[arg-type]
+    assert str(caught.value).endswith(f"got {problem}")
+    if password:
+        assert str(password) not in str(caught.value)
