@@ -67,6 +67,7 @@ from osharm_core import (
     linearize_accessibility_tree,
     thaw,
 )
+from osharm_core.errors import excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.step import LinearizedTree, StepRequest
@@ -94,7 +95,7 @@ def _segment(text: str) -> str:
     """One path segment: a model name such as `compat/llama3` must not open sub-folders."""
     cleaned = text.translate(_UNSAFE).strip()
     if cleaned in ("", ".", "..") or "\0" in cleaned:
-        raise TrajectoryError(f"{text!r} cannot name a result folder")
+        raise TrajectoryError(f"{excerpt(text)} cannot name a result folder")
     try:
         size = len(os.fsencode(cleaned))
     except UnicodeEncodeError:

@@ -45,7 +45,7 @@ from adapters.trajectories.osharm import BETTER_LOG, read_better_log, result_fol
 from osharm_core import AgentConfig, AgentState, ConfigError, CoordinateFrame, Observation
 from osharm_core.budget import count_tokens, refit_step
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES
-from osharm_core.errors import StateError
+from osharm_core.errors import StateError, excerpt
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.state import ObservationRecord
 from osharm_core.step import StepRequest, complete_step, prepare_step, step_messages
@@ -138,7 +138,9 @@ def _folder_settings(
     for name in (*_FOLDER_FLAGS, "custom_client_password"):
         value = params.get(name, False)
         if not isinstance(value, bool):
-            raise TrajectoryError(f"{file}: params.{name} must be true or false; got {value!r}")
+            raise TrajectoryError(
+                f"{file}: params.{name} must be true or false; got {excerpt(value)}"
+            )
         flags[name] = value
     stated.update({name: flags[name] for name in _FOLDER_FLAGS})
     if flags["custom_client_password"]:
