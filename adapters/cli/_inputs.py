@@ -162,6 +162,18 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         "the default keeps the reference's prompt bytes)",
     )
     group.add_argument(
+        "--ubuntu-attributes",
+        action="store_true",
+        help="read ubuntu trees' class and description from their real attributes (the "
+        "reference leaves those columns empty on ubuntu; off keeps its prompt bytes)",
+    )
+    group.add_argument(
+        "--som-test-original",
+        action="store_true",
+        help="set-of-marks: test for single-colour boxes on the untouched screenshot (the "
+        "reference tests the image while drawing on it; off keeps its behaviour)",
+    )
+    group.add_argument(
         "--server-profile",
         type=server_profile_arg,
         metavar="PROFILE",
@@ -205,6 +217,8 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         scaling=getattr(args, "scaling", "native"),
         server_profile=getattr(args, "server_profile", None),
         client_password=getattr(args, "client_password", "password"),
+        ubuntu_attributes=getattr(args, "ubuntu_attributes", False),
+        som_test_original=getattr(args, "som_test_original", False),
     )
 
 

@@ -30,6 +30,8 @@ FLAGS: Final = {
     "a11y_tree_max_tokens": "--a11y-tree-max-tokens",
     "scaling": "--scaling",
     "client_password": "--client-password",
+    "ubuntu_attributes": "--ubuntu-attributes",
+    "som_test_original": "--som-test-original",
 }
 
 

@@ -408,3 +408,48 @@ def test_a_cut_that_does_not_match_a_fully_stated_recording_blames_no_setting(
     _write_lines(path, lines)
     with pytest.raises(TrajectoryError, match="states every setting that shapes the prompt"):
         rebuild_step(path, cut["step"])
+
+
+def test_the_cli_sets_the_two_flags_and_records_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--ubuntu-attributes` / `--som-test-original` reach the config; what `run` records with
+    them rebuilds from the recording alone, and a recording made without them says so."""
+    observations = tmp_path / "obs"
+    observations.mkdir()
+    for number, name in enumerate(NAMES, start=1):
+        for part, ext in (("screenshot", ".png"), ("accessibility_tree", ".xml")):
+            data = _observation(name)[part]
+            target = observations / f"{number:02d}_{name}{ext}"
+            if isinstance(data, bytes):
+                target.write_bytes(data)
+            else:
+                target.write_text(str(data), encoding="utf-8")
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text("".join(json.dumps({"response": CLICK}) + "\n" for _ in NAMES))
+    flags = ["--ubuntu-attributes", "--som-test-original"]
+    common = ["--observation-type", "a11y_tree", "--instruction", TASK.instruction]
+    run = ["run", str(observations), "--model", f"replay:{replies}", *common]
+    assert main([*run, "--out", str(tmp_path / "on"), *flags]) == 0
+    assert main([*run, "--out", str(tmp_path / "off")]) == 0
+    capsys.readouterr()
+    lines = [
+        json.loads(line) for line in (tmp_path / "on/trajectory.jsonl").read_text().splitlines()
+    ]
+    assert all(line["ubuntu_attributes"] and line["som_test_original"] for line in lines)
+
+    render = ["render", "--trajectory", "--step", "1", "--json", *common]
+    render[2:2] = [str(tmp_path / "on")]
+    assert main(render) == 0
+    with_flags = capsys.readouterr()
+    assert with_flags.err == ""
+    render[2] = str(tmp_path / "off")
+    assert main([*render, *flags]) == 0
+    without = capsys.readouterr()
+    assert _texts(without.out) != _texts(with_flags.out)  # the first tree has ubuntu attributes
+    assert without.err.splitlines() == [
+        "osharm-agent: note: the recording says ubuntu_attributes False; "
+        "--ubuntu-attributes is not used",
+        "osharm-agent: note: the recording says som_test_original False; "
+        "--som-test-original is not used",
+    ]
