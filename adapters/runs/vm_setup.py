@@ -117,6 +117,9 @@ UNTIL_INTERVAL: Final = 0.3
 OPEN_TIMEOUT: Final = 1810.0
 UPLOAD_TIMEOUT: Final = 600.0
 DOWNLOAD_TRIES: Final = 3
+#: Seconds waited before the second and the third try of a download that failed (a 5xx or
+#: a broken connection): a busy file server gets a moment instead of three requests at once.
+DOWNLOAD_WAITS: Final = (2.0, 5.0)
 
 _REQUIRED: Final = object()
 
@@ -535,11 +538,13 @@ class ServerSetup:
         return self._downloads
 
     def _fetch(self, step: SetupStep, url: str, out: IO[bytes]) -> None:
-        """Stream `url` into `out` (tried again on connection errors and 5xx answers), each try
-        whole within `TRANSFER_SECONDS`, headers included."""
+        """Stream `url` into `out` (tried again after `DOWNLOAD_WAITS` on connection errors and
+        5xx answers), each try whole within `TRANSFER_SECONDS`, headers included."""
         where = f"{step.where}: GET {excerpt(url, 200)}"
         problem = ""
-        for _ in range(DOWNLOAD_TRIES):
+        for attempt in range(DOWNLOAD_TRIES):
+            if attempt:
+                self._sleep(DOWNLOAD_WAITS[attempt - 1])
             out.seek(0)
             out.truncate()
             deadline = time.monotonic() + TRANSFER_SECONDS

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from adapters import EnvironmentFailure, OSWorldServerEnv, TaskSetupError
 from adapters.cli import main
 from adapters.runs.environments import PYAUTOGUI_PREFIX
-from adapters.runs.vm_setup import MAX_UNTIL_TRIES, plan_setup
+from adapters.runs.vm_setup import DOWNLOAD_WAITS, MAX_UNTIL_TRIES, plan_setup
 from adapters.trajectories.osharm import load_result_folder
 from tests.adapters.loopback import LoopbackServer, Received, Reply
 from tests.facade.helpers import load
@@ -309,15 +309,18 @@ def test_download_failures_upload_nothing(vm: LoopbackServer, files: LoopbackSer
 def test_a_download_is_retried_on_server_errors(vm: LoopbackServer, files: LoopbackServer) -> None:
     url = files.base_url + "/files/report.docx"
     files.enqueue(Reply(503, b"busy"), Reply(hangup=True))
-    env, _ = _env(vm)
+    env, slept = _env(vm)
     env.reset({"config": [_step("download", files=[{"url": url, "path": "~/r.docx"}])]})
     (upload,) = _setup_requests(vm)
     assert _form(upload)["file_data"] == ("r.docx", b"PK\x03\x04 report")
     assert len(files.requests) == 3
+    assert slept[:2] == list(DOWNLOAD_WAITS)  # a moment before each try again (then reset's pause)
     files.reset()
+    slept.clear()
     files.enqueue(*[Reply(502, b"down")] * 3)
     with pytest.raises(EnvironmentFailure, match="HTTP 502"):
         env.reset({"config": [_step("download", files=[{"url": url, "path": "/tmp/r"}])]})
+    assert slept[:2] == list(DOWNLOAD_WAITS)
     env.close()
 
 
