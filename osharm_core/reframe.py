@@ -1,7 +1,8 @@
 """Actions mapped through a `CoordinateFrame`: from the model's grid to screen pixels.
 
 pyautogui code is rewritten only where a coordinate is a numeric literal
-(`pyautogui.click(640, 360)`, `moveTo(x=10, y=20)`, `click((5, 6))`); any other
+(`pyautogui.click(640, 360)`, `moveTo(x=10, y=20)`, `click((5, 6))`, `click([5, 6])`,
+`moveTo(x=(5, 6))`; pyautogui imported under another name too); any other
 expression (`tag_3`, `x + 10`, a variable) is left exactly as written, since
 its value is unknown before the code runs. `tag_N` centres come from the
 tree in screen pixels and are added after mapping, so they are never mapped.
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import ast
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
+from osharm_core.accessibility import parse_pair
 from osharm_core.frames import CoordinateFrame
 
 # Calls whose x and y are absolute: the positions of x and y among the arguments.
@@ -59,38 +60,86 @@ def _number(node: ast.expr) -> float | None:
     return None
 
 
-def _pyautogui_call(node: ast.AST) -> str | None:
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "pyautogui"
-    ):
-        return node.func.attr
+def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of `tree` but the load/store markers, in no set order (`ast.walk`, without
+    its two generators per node: a megabyte of code is some 300,000 nodes)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST) and field != "ctx":
+                stack.append(value)
+
+
+def _pyautogui_calls(tree: ast.AST) -> list[tuple[str, ast.Call]]:
+    """Every call of a pyautogui function in `tree`, with the function's name.
+
+    pyautogui goes by `pyautogui`, by `X` after `import pyautogui as X`, and a function
+    by `c` after `from pyautogui import click as c` (wherever in the code the import is).
+    """
+    modules = {"pyautogui"}
+    functions: dict[str, str] = {}
+    calls: list[ast.Call] = []
+    for node in _nodes(tree):
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.name == "pyautogui" and a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module == "pyautogui" and not node.level:
+            functions.update((a.asname or a.name, a.name) for a in node.names)
+    found = []
+    for call in calls:
+        name = _called(call, modules, functions)
+        if name is not None:
+            found.append((name, call))
+    return found
+
+
+def _called(call: ast.Call, modules: set[str], functions: Mapping[str, str]) -> str | None:
+    """The pyautogui function `call` calls, if it calls one."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return func.attr if func.value.id in modules else None
+    if isinstance(func, ast.Name):
+        return functions.get(func.id)
+    return None
+
+
+def _point(expr: ast.expr | None) -> list[ast.expr] | None:
+    """The two items of a literal pair (`(x, y)` or `[x, y]`), which pyautogui takes as a point."""
+    if isinstance(expr, ast.Tuple | ast.List) and len(expr.elts) == 2:
+        return list(expr.elts)
     return None
 
 
 def _axes(call: ast.Call, first: int, names: tuple[str, str]) -> list[tuple[int, ast.expr]]:
-    """The (axis, expression) pairs of a call's x and y arguments, where given."""
+    """The (axis, expression) pairs of a call's x and y arguments, where given.
+
+    As in pyautogui, a pair in x's place (positional or `x=`) is the whole point.
+    """
     found: list[tuple[int, ast.expr]] = []
     args = call.args
-    pair = args[first] if len(args) > first else None
-    if isinstance(pair, ast.Tuple) and len(pair.elts) == 2:
-        found += [(0, pair.elts[0]), (1, pair.elts[1])]
-    else:
-        found += [(axis, args[first + axis]) for axis in (0, 1) if len(args) > first + axis]
-    found += [(names.index(k.arg), k.value) for k in call.keywords if k.arg in names]
+    keywords = [k for k in call.keywords if k.arg in names]
+    pair = _point(args[first] if len(args) > first else None)
+    if pair is not None:
+        return [(0, pair[0]), (1, pair[1])]
+    for keyword in keywords:
+        pair = _point(keyword.value) if keyword.arg == names[0] else None
+        if pair is not None:
+            return [(0, pair[0]), (1, pair[1])]
+    found += [(axis, args[first + axis]) for axis in (0, 1) if len(args) > first + axis]
+    found += [(names.index(k.arg), k.value) for k in keywords if k.arg is not None]
     return found
 
 
 def _edits(tree: ast.AST, frame: CoordinateFrame) -> list[tuple[ast.expr, str]]:
     edits: list[tuple[ast.expr, str]] = []
     convert: Callable[[float, float], tuple[int, int]]
-    for node in ast.walk(tree):
-        name = _pyautogui_call(node)
-        if name is None:
-            continue
-        assert isinstance(node, ast.Call)
+    for name, node in _pyautogui_calls(tree):
         if name in _ABSOLUTE:
             pairs = _axes(node, _ABSOLUTE[name], ("x", "y"))
             convert = frame.to_screen
@@ -138,9 +187,13 @@ def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
         begin = starts[expr.lineno - 1] + expr.col_offset
         end = starts[expr.end_lineno - 1] + expr.end_col_offset
         spans.append((begin, end, replacement.encode("ascii")))
-    for begin, end, new in sorted(spans, reverse=True):
-        data = data[:begin] + new + data[end:]
-    return data.decode("utf-8")
+    pieces: list[bytes] = []
+    done = 0
+    for begin, end, new in sorted(spans):
+        pieces += (data[done:begin], new)
+        done = end
+    pieces.append(data[done:])
+    return b"".join(pieces).decode("utf-8")
 
 
 def _coordinate(value: object) -> bool:
@@ -168,9 +221,6 @@ def reframe_computer_13(action: Mapping[str, Any], frame: CoordinateFrame | None
     return {**action, "x": sx, "y": sy}
 
 
-_PAIR: Final = re.compile(r"\((-?\d{1,9}), (-?\d{1,9})\)")
-
-
 def _format(point: tuple[int, int] | tuple[float, float]) -> str:
     return f"({point[0]}, {point[1]})"
 
@@ -181,7 +231,8 @@ def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
     A row ends in `(x, y)\\t(w, h)` in screen pixels; both become what the model
     sees on the sent image (positions through `frame.model_point`, sizes
     scaled), so a point read off the tree maps back to the same screen pixel.
-    Rows that do not end in two such pairs are left alone.
+    The pairs are read as the linearizer kept them (`parse_pair`: ints or floats,
+    any spacing); rows that do not end in two such pairs are left alone.
 
     >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
     >>> reframe_table("tag\\tname\\tpos\\tsize\\nbutton\\tOK\\t(100, 40)\\t(60, 20)", frame)
@@ -193,12 +244,17 @@ def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
     for index, line in enumerate(lines):
         head, tab, size = line.rpartition("\t")
         start, tab2, position = head.rpartition("\t")
-        p, s = _PAIR.fullmatch(position), _PAIR.fullmatch(size)
-        if not (tab and tab2 and p and s):
+        if not (tab and tab2):
             continue
-        x, y, w, h = (int(v) for v in (*p.groups(), *s.groups()))
-        x0, y0 = frame.model_point(x, y)
-        x1, y1 = frame.model_point(x + w, y + h)
+        p, s = parse_pair(position), parse_pair(size)
+        if p is None or s is None:
+            continue
+        (x, y), (w, h) = p, s
+        try:
+            x0, y0 = frame.model_point(x, y)
+            x1, y1 = frame.model_point(x + w, y + h)
+        except (ValueError, OverflowError):  # not a finite pixel: left as written
+            continue
         size_pair = (round(x1 - x0, 4), round(y1 - y0, 4))
         lines[index] = f"{start}\t{_format((x0, y0))}\t{_format(size_pair)}"
     return "\n".join(lines)

@@ -112,6 +112,24 @@ def test_bad_frames_and_points_are_typed_errors() -> None:
             "# ünïcode\npyautogui.click(1, 2); pyautogui.mouseUp(3, 4)",
             "# ünïcode\npyautogui.click(2, 4); pyautogui.mouseUp(6, 8)",
         ),
+        # pyautogui takes any pair in x's place, positional or x=, as the point
+        ("pyautogui.click([10, 20])", "pyautogui.click([20, 40])"),
+        ("pyautogui.moveTo(x=(10, 20), duration=1)", "pyautogui.moveTo(x=(20, 40), duration=1)"),
+        ("pyautogui.moveRel(xOffset=[-3, 4])", "pyautogui.moveRel(xOffset=[-6, 8])"),
+        ("pyautogui.click([1, 2, 3])", "pyautogui.click([1, 2, 3])"),
+        # pyautogui under another name
+        (
+            "import pyautogui as pag\npag.click(10, 20)",
+            "import pyautogui as pag\npag.click(20, 40)",
+        ),
+        (
+            "from pyautogui import click, moveTo as go\nclick(1, 2)\ngo(x=3, y=4)\nclick2(5, 6)",
+            "from pyautogui import click, moveTo as go\nclick(2, 4)\ngo(x=6, y=8)\nclick2(5, 6)",
+        ),
+        (
+            "import os as pyautogui2\npyautogui2.click(1, 2)",
+            "import os as pyautogui2\npyautogui2.click(1, 2)",
+        ),
     ],
 )
 def test_literal_coordinates_are_mapped_and_everything_else_kept(code: str, expected: str) -> None:
@@ -137,6 +155,19 @@ def test_tree_positions_are_shown_in_the_model_grid() -> None:
         "button\tOK\t(50, 20)\t(30, 10)",
         "multiline text",
     ]
+
+
+@pytest.mark.parametrize("position", ["(100.0, 40)", "( 100, 40 )", "(0x64, 4_0)", "(100,40)"])
+def test_tree_positions_in_any_form_the_linearizer_keeps_are_mapped(position: str) -> None:
+    """A position the linearizer keeps (floats, spacing, hex: `parse_pair`) is on the grid too."""
+    row = f"button\tOK\t{position}\t(60.0, 20)"
+    assert reframe_table(row, HALF) == "button\tOK\t(50, 20)\t(30, 10)"
+
+
+def test_every_literal_of_a_long_reply_is_mapped() -> None:
+    """All 40,000 literals are replaced, in one pass over the code (it once rebuilt the text per edit)."""
+    code = "pyautogui.click(100, 200)\n" * 20_000
+    assert reframe_code(code, HALF) == "pyautogui.click(200, 400)\n" * 20_000
 
 
 def test_set_of_marks_tags_are_screen_pixels_and_not_mapped_twice() -> None:

@@ -18,11 +18,14 @@ from collections.abc import Callable
 import pytest
 
 from osharm_core import (
+    AgentConfig,
+    CoordinateFrame,
     parse_actions_from_string,
     parse_code_from_som_string,
     parse_code_from_string,
 )
 from osharm_core.parsing import split_statements
+from osharm_core.step import parse_reply
 from tests.benchmarks.timing import interleaved_best
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -111,3 +114,33 @@ def test_parsers_grow_linearly_on_hostile_replies(parser: str) -> None:
     print(
         f"\n{parser}: worst growth {worst_growth:.2f}x linear, slowest 1 MB {slowest * 1e3:.0f} ms"
     )
+
+
+#: A scaled step's reply: its literal coordinates are mapped from the model's grid to the
+#: screen (`osharm_core.reframe`), which parses the code with `ast` and edits each literal.
+SCALED = AgentConfig(observation_type="screenshot", action_space="pyautogui", scaling="claude")
+CLAUDE_FRAME = CoordinateFrame(
+    screen_width=1920, screen_height=1080, image_width=1429, image_height=804
+)
+
+
+def test_mapping_a_scaled_reply_grows_linearly() -> None:
+    """One code block of clicks, every literal mapped: linear (it was quadratic, 12 s a MB).
+
+    `ast.parse` alone takes about half the time, so the bound here is 2 s a MB, not 1 s.
+    """
+    line = "pyautogui.click(100, 200)\n"
+    texts = ["```python\n" + line * (size // len(line)) + "```" for size in SIZES]
+    calls = [_without_gc(lambda t: parse_reply(SCALED, t, None, CLAUDE_FRAME), t) for t in texts]
+    for _attempt in range(2):
+        times = interleaved_best(*calls, settle=gc.collect, repeats=REPEATS)
+        growth = (max(times[2], 2e-4) / max(times[0], 2e-4)) / (SIZES[2] / SIZES[0])
+        if growth <= GROWTH_SLACK:
+            break
+    print(
+        "\nparse_reply, scaled / clicks in one block: "
+        + ", ".join(f"{s // 1000} KB {t * 1e3:.1f} ms" for s, t in zip(SIZES, times, strict=True))
+        + f" (growth {growth:.2f}x linear)"
+    )
+    assert growth <= GROWTH_SLACK, f"grows {growth:.2f}x faster than linear"
+    assert times[2] < 2.0, f"1 MB took {times[2]:.2f} s"
