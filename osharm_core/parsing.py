@@ -25,7 +25,7 @@ from osharm_core.vocabulary import SPECIAL_WORDS
 _FENCE: Final = "```"
 #: A language tag: one word, alone on the opening fence line.
 _LANGUAGE_TAG: Final = re.compile(r"[ \t]*([\w+#-]+)[ \t]*\r?")
-#: Objects nested deeper than this are not searched for embedded actions.
+#: Objects inside more balanced objects than this are not searched for embedded actions.
 _MAX_SEARCH_DEPTH: Final = 16
 #: JSON values nested deeper than this are not actions (computer_13 needs 2 levels).
 MAX_ACTION_DEPTH: Final = 16
@@ -411,11 +411,17 @@ def _object_spans(text: str) -> list[tuple[int, int, int]]:
         elif not open_at:
             continue
         elif char == "}":
-            start = open_at.pop()
-            spans.append((start, at + 1, len(open_at)))
+            spans.append((open_at.pop(), at + 1, 0))
         elif _opens_json_string(text, at):
             pos = _json_string_end(text, at + 1)
     spans.sort()
+    # A span's depth is how many balanced spans hold it: a `{` never closed encloses nothing.
+    ends: list[int] = []
+    for index, (start, end, _) in enumerate(spans):
+        while ends and ends[-1] <= start:
+            ends.pop()
+        spans[index] = (start, end, len(ends))
+        ends.append(end)
     return spans
 
 

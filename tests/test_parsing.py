@@ -558,3 +558,21 @@ def test_lone_surrogates_and_nul_do_not_break_parsing(reply: str) -> None:
     """Python strings that are not valid UTF-8 still parse without raising."""
     assert isinstance(parse_code_from_string(reply), list)
     assert isinstance(parse_actions_from_string(reply), Success | Failure)
+
+
+@pytest.mark.parametrize("stray", ["{" * 17, "{ " * 40, "Template {{name}} then " * 9 + "{ " * 17])
+def test_braces_never_closed_do_not_bury_an_action(stray: str) -> None:
+    """Only balanced objects count as nesting: prose with `{` left open (a template, LaTeX)
+    before an action leaves it found (17 open braces used to hide it)."""
+    action = '{"action_type": "CLICK", "x": 5, "y": 5}'
+    reply = f"The editor shows {stray} in the status bar, so I click it: {action}"
+    assert parse_actions_from_string(reply) == Success([json.loads(action)])
+
+
+def test_an_action_inside_too_many_objects_is_not_searched() -> None:
+    """The depth limit still holds for objects really nested inside 17 others."""
+    action = '{"action_type": "CLICK", "x": 5, "y": 5}'
+    buried = '{"a": ' * 17 + action + "}" * 17
+    assert isinstance(parse_actions_from_string(f"Look: {buried}"), Failure)
+    shallow = '{"a": ' * 16 + action + "}" * 16
+    assert isinstance(parse_actions_from_string(f"Look: {shallow}"), Success)
