@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
@@ -160,6 +161,23 @@ def _edits(tree: ast.AST, frame: CoordinateFrame) -> list[tuple[ast.expr, str]]:
     return edits
 
 
+# A backslash and the character after it, the pair taken whole (so `\\` is one pair).
+_ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
+_VALID_AFTER_BACKSLASH: Final = frozenset("\\'\"abfnrtv01234567xNuU\n\r")
+
+
+def _valid_escape(match: re.Match[str]) -> str:
+    return match[0] if match[1] in _VALID_AFTER_BACKSLASH else "_" + match[1]
+
+
+def _valid_escapes(code: str) -> str:
+    """`code` with each escape Python does not know (`'\\d'`, `'C:\\path'`) made plain, length
+    and offsets kept. `ast.parse` warns of those (a SyntaxError where warnings are errors: the
+    mapping would depend on the process's warning filters); no literal coordinate is in one.
+    """
+    return _ESCAPE.sub(_valid_escape, code) if "\\" in code else code
+
+
 def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
     """pyautogui `code` with its literal coordinates mapped to screen pixels.
 
@@ -170,7 +188,7 @@ def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
     if frame is None or frame.is_identity or "pyautogui" not in code:
         return code
     try:
-        tree = ast.parse(code)
+        tree = ast.parse(_valid_escapes(code))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return code
     edits = _edits(tree, frame)

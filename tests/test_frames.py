@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ from osharm_core import (
     ObservationRecord,
     StateError,
 )
-from osharm_core.reframe import reframe_code, reframe_computer_13, reframe_table
+from osharm_core.reframe import _valid_escapes, reframe_code, reframe_computer_13, reframe_table
 from osharm_core.scaling import PRESETS
 from osharm_core.step import complete_step, prepare_step
 from tests.conftest import fixture_observation
@@ -259,3 +262,34 @@ def test_a_malformed_frame_in_saved_state_or_trajectory_is_a_typed_error(
     )
     with pytest.raises(TrajectoryError, match="frame"):
         read_trajectory(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "pyautogui.typewrite('C:\\dir\\d'); pyautogui.click(10, 20)",
+        "pyautogui.typewrite(r'\\d+'); pyautogui.click(10, 20)",
+        "pyautogui.typewrite('a\\\\d\\q\\8'); pyautogui.click(10, 20)",
+    ],
+)
+def test_mapping_does_not_depend_on_the_warning_filters(code: str) -> None:
+    """Escapes Python does not know (it warns of them) leave the mapping as it is where
+    warnings are errors (`python -W error`): once, those replies were left unmapped there."""
+    expected = code.replace("click(10, 20)", "click(20, 40)")
+    assert reframe_code(code, HALF) == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert reframe_code(code, HALF) == expected
+
+
+@given(any_text)
+def test_unknown_escapes_are_made_plain_in_place(text: str) -> None:
+    """Length and every character but a backslash kept; no escape Python warns of is left."""
+    plain = _valid_escapes(text)
+    assert len(plain) == len(text)
+    assert all(a == b or (a == "\\" and b == "_") for a, b in zip(text, plain, strict=True))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with contextlib.suppress(SyntaxError, ValueError):
+            ast.parse(plain)
+    assert not [w for w in seen if "escape" in str(w.message)]
