@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError
 from adapters.trajectories.jsonl import _read_regular, open_trajectory
@@ -84,7 +86,9 @@ class ForkClient:
     The first `at` calls are answered with the recorded replies (byte for
     byte, so the agent parses and executes the same actions and builds the same
     history); every later call goes to `live`. Replayed responses carry
-    `raw["replay"]`, so a record can say where the hand-over happened.
+    `raw["replay"]`, so a record can say where the hand-over happened, and
+    `raw["paid"]`: the run that recorded them paid for them, so they add nothing
+    to this run's usage totals or budget caps.
     """
 
     def __init__(self, recorded: str | os.PathLike[str], live: ModelClient, *, at: int) -> None:
@@ -106,15 +110,19 @@ class ForkClient:
         """The recorded reply while in the prefix, else the live model's."""
         self.calls += 1
         if self.calls <= self.at:
-            return self.prefix.complete(request)
+            return _paid(self.prefix.complete(request))
         return self.live.complete(request)
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """The same as `complete`, for async callers."""
         self.calls += 1
         if self.calls <= self.at:
-            return self.prefix.complete(request)
+            return _paid(self.prefix.complete(request))
         return await self.live.acomplete(request)
+
+
+def _paid(response: ModelResponse) -> ModelResponse:
+    return attrs.evolve(response, raw={**response.raw, "paid": True})
 
 
 def _replay_factory(options: ClientOptions) -> ModelClient:

@@ -10,7 +10,9 @@ from typing import Any
 import attrs
 import pytest
 
+from adapters.accounting import Budget, load_prices
 from adapters.agent import PromptAgent
+from adapters.contract import ModelResponse, Usage
 from adapters.errors import TaskSetupError
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
@@ -171,3 +173,56 @@ def test_steps_recorded_under_other_prompt_settings_are_redone_not_continued(
     log = json.loads((folder / "better_log.json").read_text())
     assert "fork" not in log
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+def test_a_continued_episode_under_a_dollar_cap_replays_its_record_for_free(
+    tmp_path: Path,
+) -> None:
+    """Result folders keep no usage, so the replayed steps' cost is unknown: they were paid
+    for by the run that recorded them and count nothing, so a dollar cap neither stops the
+    replay (it used to, after one step, marking the task finished with its record cut to one
+    step) nor counts them; the live steps are charged as usual."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    prices = load_prices(
+        {
+            "version": "test",
+            "models": [
+                {
+                    "model": "gpt-4o",
+                    "input": 1.0,
+                    "cached_input": 0.5,
+                    "output": 1.0,
+                    "read": "2026-11-26",
+                    "source": "https://example.org/prices",
+                }
+            ],
+        }
+    )
+
+    def paid(text: str) -> ModelResponse:  # $0.10 a step
+        return ModelResponse(
+            text=text, model="gpt-4o", usage=Usage(input_tokens=100_000, output_tokens=0)
+        )
+
+    def run(replies: list[Any], kill_at: int | None) -> Any:
+        return run_task_list(
+            [TASK],
+            config=CONFIG,
+            result_dir=results,
+            make_agent=lambda task: PromptAgent.from_config(CONFIG, client=FakeClient(replies)),
+            make_env=lambda task: KillingEnv(desktop, kill_at),
+            max_steps=5,
+            continue_unfinished=True,
+            budget=Budget(max_episode_cost=1.0, prices=prices),
+        )
+
+    with pytest.raises(Killed):
+        run([paid(CLICK), paid(PRESS), paid("DONE")], kill_at=2)
+    folder = result_folder(results, CONFIG, "os", "_one")
+    result = run([paid("DONE")], kill_at=None)
+    (outcome,) = result
+    assert outcome.status == "finished"
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+    assert outcome.usage.cost_usd == pytest.approx(0.1)  # the live step only
+    assert outcome.usage.tokens == 100_000
