@@ -8,15 +8,19 @@ from typing import Any, Final
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt
+from osharm_core.errors import ConfigError, excerpt, number_excerpt
+
+#: The largest integer setting (a 64-bit signed int: what any server or JSON reader takes).
+MAX_CONFIG_INT: Final = 2**63 - 1
 
 
 def _optional_positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CONFIG_INT:
         raise ConfigError(
-            f"ServerLimits.{attribute.name} must be a non-negative int or None; got {excerpt(value)}"
+            f"ServerLimits.{attribute.name} must be a non-negative int up to {MAX_CONFIG_INT}, "
+            f"or None; got {number_excerpt(value)}"
         )
 
 

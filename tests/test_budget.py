@@ -9,6 +9,7 @@ import pytest
 
 from osharm_core import AgentConfig, AgentState, ConfigError, RequestBudgetError, ServerLimits
 from osharm_core.budget import default_size_of, fit_step, image_tokens, measure
+from osharm_core.config import MAX_CONFIG_INT
 from osharm_core.limits import Degradation, server_limits
 from osharm_core.messages import render_openai_chat
 from osharm_core.observation import png_size
@@ -209,3 +210,17 @@ def _positions(tree: str | None) -> dict[str, tuple[float, float]]:
             x, y = (float(v) for v in position.strip("()").split(","))
             rows.setdefault("\t".join(head), (x, y))
     return rows
+
+
+def test_server_limits_are_capped_like_every_config_integer() -> None:
+    """A limit past 2**63-1 (or a bool) is a ConfigError quoting it briefly, so every accepted
+    config writes as JSON (the Ray runner ships it to workers that way)."""
+    for bad, quoted in ((2**63, "9223372036854775808"), (10**4400, "integer of 14617 bits")):
+        with pytest.raises(ConfigError, match=f"max_bytes must be .*{quoted}"):
+            ServerLimits(max_bytes=bad)
+        with pytest.raises(ConfigError, match=quoted):
+            AgentConfig.from_json({"server_profile": {"max_input_tokens": bad}})
+    with pytest.raises(ConfigError, match=r"max_images must be .*got True"):
+        ServerLimits(max_images=True)
+    config = AgentConfig(server_profile=ServerLimits(max_bytes=MAX_CONFIG_INT, max_images=0))
+    assert AgentConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
