@@ -415,7 +415,8 @@ def refit_step(
     to `tree_tokens`, each as `fit_step` does it, so the messages are the ones
     it returned. The observation carries `degradation`. Raises `StateError`
     when the record does not fit the request (a turn it names is not in the
-    history shown, or has no screenshot; a size with no screenshot to resize).
+    history shown, or has no screenshot; a size with no screenshot to resize, or
+    larger than it: `fit_step` only ever shrinks).
     """
     start = max(len(state) - config.max_trajectory_length, 0)
     draft = _Draft(
@@ -436,6 +437,14 @@ def refit_step(
         if draft.current.screenshot is None:
             raise StateError(
                 "the recorded degradation downscales the screenshot, but the request has none"
+            )
+        width, height = png_size(base64.b64decode(draft.current.screenshot[:32]))
+        new_width, new_height = degradation.screenshot_size
+        if new_width > width or new_height > height:
+            raise StateError(
+                f"the recorded degradation downscales the screenshot to {new_width} x "
+                f"{new_height} pixels, but the screenshot sent is {width} x {height}: a "
+                f"degradation only ever makes it smaller"
             )
         old = draft.current.frame
         draft.current = _tree_in_frame(

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from osharm_core import AgentConfig, AgentState, ConfigError, RequestBudgetError, ServerLimits
+from osharm_core import (
+    AgentConfig,
+    AgentState,
+    ConfigError,
+    RequestBudgetError,
+    ServerLimits,
+    StateError,
+)
 from osharm_core.budget import default_size_of, fit_step, image_tokens, measure
 from osharm_core.config import MAX_CONFIG_INT
 from osharm_core.limits import Degradation, server_limits
@@ -210,6 +217,38 @@ def _positions(tree: str | None) -> dict[str, tuple[float, float]]:
             x, y = (float(v) for v in position.strip("()").split(","))
             rows.setdefault("\t".join(head), (x, y))
     return rows
+
+
+_SIZE = {"bytes": 1, "images": 1, "input_tokens": 1}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "quoted"),
+    [
+        ("screenshot_size", [0, 5], "got 0"),
+        ("screenshot_size", [-3, 5], "got -3"),
+        ("screenshot_size", [True, 7], "got True"),
+        ("screenshot_size", [5, 1_048_577], "got 1048577"),
+        ("screenshot_size", [5.0, 5], "got 5.0"),
+        ("screenshot_size", [5, 5, 5], "got 3 values"),
+        ("screenshot_size", "5x5", "got str"),
+        ("tree_tokens", 0, "got 0"),
+        ("tree_tokens", -5, "got -5"),
+        ("tree_tokens", True, "got True"),
+        ("tree_tokens", 2**63, "got 9223372036854775808"),
+        ("dropped_images", [1, 0], "got 0"),
+        ("dropped_images", [False], "got False"),
+        ("dropped_images", {"1": 1}, "got dict"),
+    ],
+)
+def test_a_bad_degradation_record_is_a_state_error_naming_its_field(
+    field: str, value: object, quoted: str
+) -> None:
+    """Sizes are 1 to the largest frame side and trees and turns at least 1, never booleans:
+    a hostile record never reaches a frame or a resample."""
+    record = {"before": _SIZE, "after": _SIZE, field: value}
+    with pytest.raises(StateError, match=f"'{field}'.*{quoted}"):
+        Degradation.from_json(record)
 
 
 def test_server_limits_are_capped_like_every_config_integer() -> None:

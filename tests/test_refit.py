@@ -64,3 +64,17 @@ def test_a_record_that_does_not_fit_the_request_is_refused() -> None:
             request,
             attrs.evolve(record, dropped_images=(), screenshot_size=(10, 10)),
         )
+
+
+def test_a_recorded_size_larger_than_the_screenshot_is_refused() -> None:
+    """fit_step only ever shrinks: a record that would enlarge (and decode) a huge image is a
+    `StateError` before anything is resampled."""
+    config = AgentConfig(observation_type="screenshot", action_space="pyautogui")
+    request = prepare_step(config, AgentState(), "task", fixture_observation("mousepad_notes"))
+    size = RequestSize(bytes=1, images=1, input_tokens=1)
+    for bigger in ((1921, 1080), (1920, 1081), (1 << 20, 1 << 20)):
+        record = Degradation(before=size, after=size, screenshot_size=bigger)
+        with pytest.raises(StateError, match=f"to {bigger[0]} x {bigger[1]} pixels.*1920 x 1080"):
+            refit_step(config, AgentState(), request, record)
+    same = Degradation(before=size, after=size, screenshot_size=(1920, 1080))
+    assert refit_step(config, AgentState(), request, same).frame is None
