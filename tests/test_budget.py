@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import pytest
+from hypothesis import given
 
 from osharm_core import (
     AgentConfig,
@@ -15,13 +17,15 @@ from osharm_core import (
     ServerLimits,
     StateError,
 )
-from osharm_core.budget import default_size_of, fit_step, image_tokens, measure
+from osharm_core.budget import default_size_of, downscale_sizes, fit_step, image_tokens, measure
 from osharm_core.config import MAX_CONFIG_INT
 from osharm_core.limits import Degradation, server_limits
 from osharm_core.messages import render_openai_chat
 from osharm_core.observation import png_size
+from osharm_core.scaling import PRESETS, resolve_preset
 from osharm_core.step import StepRequest, complete_step, prepare_step
 from tests.conftest import BUDGET_EPISODE, fixture_observation
+from tests.strategies import scaling_settings, screen_sizes
 
 EPISODE = BUDGET_EPISODE
 REPLY = "```python\npyautogui.click(10, 20)\n```"
@@ -217,6 +221,68 @@ def _positions(tree: str | None) -> dict[str, tuple[float, float]]:
             x, y = (float(v) for v in position.strip("()").split(","))
             rows.setdefault("\t".join(head), (x, y))
     return rows
+
+
+@given(screen_sizes, scaling_settings)
+def test_downscaled_sizes_are_ones_the_server_keeps(screen: tuple[int, int], scaling: str) -> None:
+    """Under a preset that resizes to multiples (Qwen-VL, UI-TARS, max_pixels=N) each size tried
+    is a multiple of it the server leaves as it is, each smaller than the last; under any other
+    preset the sizes are the halving steps recorded trajectories were made with."""
+    config = AgentConfig(scaling=scaling)
+    preset = resolve_preset(scaling, config.model)
+    width, height = preset.target_size(*screen)
+    sizes = downscale_sizes(config, width, height)
+    if preset.multiple is None:
+        assert sizes == tuple(
+            (max(1, math.floor(width * f)), max(1, math.floor(height * f)))
+            for f in (0.5, 0.35, 0.25, 0.18)
+        )
+        return
+    if preset.name in PRESETS:
+        assert sizes  # a screen of 800x600 or more has room to shrink under every named preset
+        assert sizes[0][0] <= width / 2 + preset.multiple
+        assert sizes[0][1] <= height / 2 + preset.multiple
+    last = (width, height)
+    for size in sizes:
+        assert size[0] % preset.multiple == 0
+        assert size[1] % preset.multiple == 0
+        assert preset.target_size(*size) == size
+        assert size[0] <= last[0]
+        assert size[1] <= last[1]
+        assert size != last
+        last = size
+
+
+def test_a_downscaled_qwen_screenshot_is_answered_in_the_pixels_sent() -> None:
+    """The Qwen processor keeps the downscaled size, so the model's corner is the screen's
+    (it used to be sent at 966x546, seen at 952x560 and a click at its corner left the screen)."""
+    config = AgentConfig(
+        model="vllm/Qwen/Qwen2.5-VL-7B-Instruct",
+        observation_type="screenshot",
+        action_space="pyautogui",
+        scaling="auto",
+    )
+    request = prepare_step(config, AgentState(), "t", fixture_observation("libreoffice_calc_sales"))
+    fitted = fit_step(config, AgentState(), request, ServerLimits(max_bytes=700_000))
+    frame = fitted.frame
+    assert frame is not None
+    assert fitted.observation.degradation is not None
+    size = (frame.image_width, frame.image_height)
+    assert fitted.observation.degradation.screenshot_size == size
+    assert PRESETS["qwen2.5-vl"].target_size(*size) == size
+    assert image_tokens(config.model, *size) == (size[0] // 28) * (size[1] // 28)
+    system = fitted.messages[0].parts[0]
+    assert f"measures {size[0]} x {size[1]} pixels" in getattr(system, "text", "")
+    _, actions = complete_step(
+        config,
+        AgentState(),
+        fitted,
+        f"```python\npyautogui.click({size[0] - 1}, {size[1] - 1})\n```",
+    )
+    assert actions is not None
+    x, y = (int(v) for v in actions[0].removeprefix("pyautogui.click(").rstrip(")").split(","))
+    assert 1915 <= x < 1920
+    assert 1075 <= y < 1080
 
 
 _SIZE = {"bytes": 1, "images": 1, "input_tokens": 1}
