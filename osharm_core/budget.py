@@ -6,8 +6,9 @@ rule, see `image_tokens`). `fit_step` degrades a request that would break a
 limit in a declared order, re-measuring after each change:
 
 1. leave out history screenshots, oldest first (their text stays);
-2. downscale the current screenshot (halving steps; its frame follows, and so
-   does what the system prompt says about coordinates);
+2. downscale the current screenshot (halving steps, kept on the 28 px grid of
+   presets whose server resizes again, see `downscale_sizes`; its frame
+   follows, and so does what the system prompt says about coordinates);
 3. trim the trees further (halving the token limit);
 
 and records what it did in the step's `ObservationRecord.degradation`. When
@@ -35,7 +36,16 @@ from osharm_core.messages import ImagePart, Message, TextPart, render_openai_cha
 from osharm_core.observation import png_size
 from osharm_core.prompts import reframe_system_message
 from osharm_core.reframe import reframe_table
-from osharm_core.scaling import PRESETS, preset_for_model, resize_png, smart_resize
+from osharm_core.scaling import (
+    PRESETS,
+    QWEN_MIN_PIXELS,
+    ScalingPreset,
+    effective_scaling,
+    preset_for_model,
+    resize_png,
+    resolve_preset,
+    smart_resize,
+)
 from osharm_core.state import AgentState, ObservationRecord
 from osharm_core.step import LinearizedTree, StepRequest, tree_text, user_message
 from osharm_core.tokens import cl100k_encoding, trim_accessibility_tree, trim_with_split
@@ -253,12 +263,56 @@ class _Draft:
             self.current = attrs.evolve(self.current, accessibility_tree=_trim(current, tokens))
 
 
-def _downscaled(record: ObservationRecord, factor: float) -> ObservationRecord | None:
-    if record.screenshot is None:
+def _grid_preset(config: AgentConfig) -> ScalingPreset | None:
+    """The step's scaling preset when its server resizes images to multiples (Qwen-VL, UI-TARS)."""
+    scaling = effective_scaling(config.scaling, config.model)
+    if scaling == "native":
         return None
-    width, height = png_size(base64.b64decode(record.screenshot[:32]))  # the header only
-    size = (max(1, math.floor(width * factor)), max(1, math.floor(height * factor)))
-    return _resized(record, size)
+    preset = resolve_preset(scaling, config.model)
+    return preset if preset.multiple is not None else None
+
+
+def _on_grid(preset: ScalingPreset, width: int, height: int, factor: float) -> tuple[int, int]:
+    """About `factor` of `width` x `height` in each side, as a size `preset`'s server keeps.
+
+    The smart resize with the pixel budget cut by `factor` squared, then the server's own
+    resize of that (which only moves a size that fell under its `min_pixels`).
+    """
+    assert preset.multiple is not None
+    low = preset.min_pixels or QWEN_MIN_PIXELS
+    budget = max(low, math.floor(width * height * factor * factor))
+    size = smart_resize(width, height, factor=preset.multiple, min_pixels=low, max_pixels=budget)
+    return preset.target_size(*size)
+
+
+def downscale_sizes(config: AgentConfig, width: int, height: int) -> tuple[tuple[int, int], ...]:
+    """The sizes `fit_step` tries for a `width` x `height` current screenshot, in order.
+
+    Each is about 0.5, 0.35, 0.25 and 0.18 of the screenshot in each side. Under a
+    preset whose server resizes images to multiples of 28 px (Qwen-VL, UI-TARS,
+    `max_pixels=N`) each is a size that server keeps as it is (a smart resize to a
+    smaller pixel budget), so the model answers in pixels of the image sent; sizes
+    that would not be smaller, or that server would resize, are left out.
+
+    >>> downscale_sizes(AgentConfig(), 1920, 1080)
+    ((960, 540), (672, 378), (480, 270), (345, 194))
+    >>> downscale_sizes(AgentConfig(scaling="ui-tars-1.5"), 1932, 1092)
+    ((952, 532), (672, 364), (476, 252), (392, 224))
+    """
+    preset = _grid_preset(config)
+    if preset is None:
+        return tuple(
+            (max(1, math.floor(width * f)), max(1, math.floor(height * f))) for f in _DOWNSCALE
+        )
+    sizes: list[tuple[int, int]] = []
+    last = (width, height)
+    for factor in _DOWNSCALE:
+        size = _on_grid(preset, width, height, factor)
+        kept = preset.target_size(*size) == size
+        if kept and size[0] <= last[0] and size[1] <= last[1] and size != last:
+            sizes.append(size)
+            last = size
+    return tuple(sizes)
 
 
 def _resized(record: ObservationRecord, size: tuple[int, int]) -> ObservationRecord:
@@ -351,19 +405,18 @@ def fit_step(
             messages = draft.messages(config)
     screenshot_size = None
     original = draft.current
-    for factor in _DOWNSCALE:
-        if broken(messages) is None:
-            break
-        smaller = _downscaled(original, factor)
-        if smaller is None:
-            break
-        draft.current = _tree_in_frame(config, smaller, request.linearized)
-        draft.system = _system_in_frame(
-            config, request.messages[0], original.frame, draft.current.frame
-        )
-        messages = draft.messages(config)
-        assert smaller.screenshot is not None
-        screenshot_size = png_size(base64.b64decode(smaller.screenshot))
+    if original.screenshot is not None:
+        width, height = png_size(base64.b64decode(original.screenshot[:32]))  # the header only
+        for size in downscale_sizes(config, width, height):
+            if broken(messages) is None:
+                break
+            smaller = _resized(original, size)
+            draft.current = _tree_in_frame(config, smaller, request.linearized)
+            draft.system = _system_in_frame(
+                config, request.messages[0], original.frame, draft.current.frame
+            )
+            messages = draft.messages(config)
+            screenshot_size = size
     tree_tokens = None
     tokens = config.a11y_tree_max_tokens // 2
     trees = [r.accessibility_tree for r in draft.history]
@@ -415,7 +468,8 @@ def refit_step(
     to `tree_tokens`, each as `fit_step` does it, so the messages are the ones
     it returned. The observation carries `degradation`. Raises `StateError`
     when the record does not fit the request (a turn it names is not in the
-    history shown, or has no screenshot; a size with no screenshot to resize).
+    history shown, or has no screenshot; a size with no screenshot to resize, or
+    larger than it: `fit_step` only ever shrinks).
     """
     start = max(len(state) - config.max_trajectory_length, 0)
     draft = _Draft(
@@ -436,6 +490,14 @@ def refit_step(
         if draft.current.screenshot is None:
             raise StateError(
                 "the recorded degradation downscales the screenshot, but the request has none"
+            )
+        width, height = png_size(base64.b64decode(draft.current.screenshot[:32]))
+        new_width, new_height = degradation.screenshot_size
+        if new_width > width or new_height > height:
+            raise StateError(
+                f"the recorded degradation downscales the screenshot to {new_width} x "
+                f"{new_height} pixels, but the screenshot sent is {width} x {height}: a "
+                f"degradation only ever makes it smaller"
             )
         old = draft.current.frame
         draft.current = _tree_in_frame(

@@ -8,7 +8,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from osharm_core.errors import ConfigError, excerpt, number_excerpt
-from osharm_core.limits import ServerLimits, server_limits
+from osharm_core.limits import MAX_CONFIG_INT, ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
 ActionSpace = Literal["computer_13", "pyautogui"]
@@ -24,9 +24,6 @@ TREE_TYPES: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
-
-#: The largest integer field value (a 64-bit signed int: what any server or JSON reader takes).
-MAX_CONFIG_INT: Final = 2**63 - 1
 
 
 def _one_of(allowed: tuple[str, ...]) -> Validator:

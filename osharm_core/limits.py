@@ -8,15 +8,20 @@ from typing import Any, Final
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt
+from osharm_core.errors import ConfigError, StateError, excerpt, number_excerpt
+from osharm_core.frames import MAX_FRAME_SIDE
+
+#: The largest integer setting (a 64-bit signed int: what any server or JSON reader takes).
+MAX_CONFIG_INT: Final = 2**63 - 1
 
 
 def _optional_positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CONFIG_INT:
         raise ConfigError(
-            f"ServerLimits.{attribute.name} must be a non-negative int or None; got {excerpt(value)}"
+            f"ServerLimits.{attribute.name} must be a non-negative int up to {MAX_CONFIG_INT}, "
+            f"or None; got {number_excerpt(value)}"
         )
 
 
@@ -130,15 +135,15 @@ class Degradation:
 
     @classmethod
     def from_json(cls, data: object) -> Degradation:
-        """The record `to_json` wrote; `ValueError` when it is malformed."""
+        """The record `to_json` wrote; a `StateError` (a `ValueError`) names what is malformed."""
         if not isinstance(data, dict):
-            raise ValueError(f"a degradation record is an object; got {type(data).__name__}")
+            raise StateError(f"a degradation record is an object; got {type(data).__name__}")
 
         def size(value: object) -> RequestSize:
             if not isinstance(value, dict) or not all(
                 isinstance(value.get(k), int) for k in ("bytes", "images", "input_tokens")
             ):
-                raise ValueError("'before' and 'after' need integer bytes, images, input_tokens")
+                raise StateError("'before' and 'after' need integer bytes, images, input_tokens")
             return RequestSize(
                 bytes=value["bytes"], images=value["images"], input_tokens=value["input_tokens"]
             )
@@ -146,14 +151,29 @@ class Degradation:
         dropped = data.get("dropped_images", [])
         shot = data.get("screenshot_size")
         tokens = data.get("tree_tokens")
-        if not isinstance(dropped, list) or not all(isinstance(t, int) for t in dropped):
-            raise ValueError("'dropped_images' must be a list of turn numbers")
-        if shot is not None and not (
-            isinstance(shot, list) and len(shot) == 2 and all(isinstance(v, int) for v in shot)
-        ):
-            raise ValueError("'screenshot_size' must be null or [width, height]")
-        if tokens is not None and not isinstance(tokens, int):
-            raise ValueError("'tree_tokens' must be null or an integer")
+        if not isinstance(dropped, list):
+            raise StateError(f"'dropped_images' must be a list; got {type(dropped).__name__}")
+        for turn in dropped:
+            if not _whole(turn, 1, MAX_CONFIG_INT):
+                raise StateError(
+                    f"'dropped_images' holds turn numbers from 1 to {MAX_CONFIG_INT}; "
+                    f"got {number_excerpt(turn)}"
+                )
+        if shot is not None:
+            if not isinstance(shot, list) or len(shot) != 2:
+                what = f"{len(shot)} values" if isinstance(shot, list) else type(shot).__name__
+                raise StateError(f"'screenshot_size' must be null or [width, height]; got {what}")
+            for side in shot:
+                if not _whole(side, 1, MAX_FRAME_SIDE):
+                    raise StateError(
+                        f"'screenshot_size' sides must be ints from 1 to {MAX_FRAME_SIDE}; "
+                        f"got {number_excerpt(side)}"
+                    )
+        if tokens is not None and not _whole(tokens, 1, MAX_CONFIG_INT):
+            raise StateError(
+                f"'tree_tokens' must be null or an int from 1 to {MAX_CONFIG_INT}; "
+                f"got {number_excerpt(tokens)}"
+            )
         return cls(
             before=size(data.get("before")),
             after=size(data.get("after")),
@@ -161,3 +181,8 @@ class Degradation:
             screenshot_size=None if shot is None else (shot[0], shot[1]),
             tree_tokens=tokens,
         )
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    """Whether `value` is an int (not a bool) from `low` to `high`."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

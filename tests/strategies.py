@@ -604,6 +604,8 @@ from osharm_core.scaling import PRESETS  # noqa: E402  (kept inside this section
 screen_sizes = st.tuples(st.integers(800, 5120), st.integers(600, 2880))
 #: Every named scaling preset.
 preset_names = st.sampled_from(sorted(PRESETS))
+#: Every `AgentConfig.scaling` but "auto": the named presets and "max_pixels=N".
+scaling_settings = preset_names | st.integers(10_000, 12_845_056).map(lambda n: f"max_pixels={n}")
 
 
 @st.composite

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import pytest
+from hypothesis import given
 
-from osharm_core import AgentConfig, AgentState, ConfigError, RequestBudgetError, ServerLimits
-from osharm_core.budget import default_size_of, fit_step, image_tokens, measure
+from osharm_core import (
+    AgentConfig,
+    AgentState,
+    ConfigError,
+    RequestBudgetError,
+    ServerLimits,
+    StateError,
+)
+from osharm_core.budget import default_size_of, downscale_sizes, fit_step, image_tokens, measure
+from osharm_core.config import MAX_CONFIG_INT
 from osharm_core.limits import Degradation, server_limits
 from osharm_core.messages import render_openai_chat
 from osharm_core.observation import png_size
+from osharm_core.scaling import PRESETS, resolve_preset
 from osharm_core.step import StepRequest, complete_step, prepare_step
 from tests.conftest import BUDGET_EPISODE, fixture_observation
+from tests.strategies import scaling_settings, screen_sizes
 
 EPISODE = BUDGET_EPISODE
 REPLY = "```python\npyautogui.click(10, 20)\n```"
@@ -209,3 +221,111 @@ def _positions(tree: str | None) -> dict[str, tuple[float, float]]:
             x, y = (float(v) for v in position.strip("()").split(","))
             rows.setdefault("\t".join(head), (x, y))
     return rows
+
+
+@given(screen_sizes, scaling_settings)
+def test_downscaled_sizes_are_ones_the_server_keeps(screen: tuple[int, int], scaling: str) -> None:
+    """Under a preset that resizes to multiples (Qwen-VL, UI-TARS, max_pixels=N) each size tried
+    is a multiple of it the server leaves as it is, each smaller than the last; under any other
+    preset the sizes are the halving steps recorded trajectories were made with."""
+    config = AgentConfig(scaling=scaling)
+    preset = resolve_preset(scaling, config.model)
+    width, height = preset.target_size(*screen)
+    sizes = downscale_sizes(config, width, height)
+    if preset.multiple is None:
+        assert sizes == tuple(
+            (max(1, math.floor(width * f)), max(1, math.floor(height * f)))
+            for f in (0.5, 0.35, 0.25, 0.18)
+        )
+        return
+    if preset.name in PRESETS:
+        assert sizes  # a screen of 800x600 or more has room to shrink under every named preset
+        assert sizes[0][0] <= width / 2 + preset.multiple
+        assert sizes[0][1] <= height / 2 + preset.multiple
+    last = (width, height)
+    for size in sizes:
+        assert size[0] % preset.multiple == 0
+        assert size[1] % preset.multiple == 0
+        assert preset.target_size(*size) == size
+        assert size[0] <= last[0]
+        assert size[1] <= last[1]
+        assert size != last
+        last = size
+
+
+def test_a_downscaled_qwen_screenshot_is_answered_in_the_pixels_sent() -> None:
+    """The Qwen processor keeps the downscaled size, so the model's corner is the screen's
+    (it used to be sent at 966x546, seen at 952x560 and a click at its corner left the screen)."""
+    config = AgentConfig(
+        model="vllm/Qwen/Qwen2.5-VL-7B-Instruct",
+        observation_type="screenshot",
+        action_space="pyautogui",
+        scaling="auto",
+    )
+    request = prepare_step(config, AgentState(), "t", fixture_observation("libreoffice_calc_sales"))
+    fitted = fit_step(config, AgentState(), request, ServerLimits(max_bytes=700_000))
+    frame = fitted.frame
+    assert frame is not None
+    assert fitted.observation.degradation is not None
+    size = (frame.image_width, frame.image_height)
+    assert fitted.observation.degradation.screenshot_size == size
+    assert PRESETS["qwen2.5-vl"].target_size(*size) == size
+    assert image_tokens(config.model, *size) == (size[0] // 28) * (size[1] // 28)
+    system = fitted.messages[0].parts[0]
+    assert f"measures {size[0]} x {size[1]} pixels" in getattr(system, "text", "")
+    _, actions = complete_step(
+        config,
+        AgentState(),
+        fitted,
+        f"```python\npyautogui.click({size[0] - 1}, {size[1] - 1})\n```",
+    )
+    assert actions is not None
+    x, y = (int(v) for v in actions[0].removeprefix("pyautogui.click(").rstrip(")").split(","))
+    assert 1915 <= x < 1920
+    assert 1075 <= y < 1080
+
+
+_SIZE = {"bytes": 1, "images": 1, "input_tokens": 1}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "quoted"),
+    [
+        ("screenshot_size", [0, 5], "got 0"),
+        ("screenshot_size", [-3, 5], "got -3"),
+        ("screenshot_size", [True, 7], "got True"),
+        ("screenshot_size", [5, 1_048_577], "got 1048577"),
+        ("screenshot_size", [5.0, 5], "got 5.0"),
+        ("screenshot_size", [5, 5, 5], "got 3 values"),
+        ("screenshot_size", "5x5", "got str"),
+        ("tree_tokens", 0, "got 0"),
+        ("tree_tokens", -5, "got -5"),
+        ("tree_tokens", True, "got True"),
+        ("tree_tokens", 2**63, "got 9223372036854775808"),
+        ("dropped_images", [1, 0], "got 0"),
+        ("dropped_images", [False], "got False"),
+        ("dropped_images", {"1": 1}, "got dict"),
+    ],
+)
+def test_a_bad_degradation_record_is_a_state_error_naming_its_field(
+    field: str, value: object, quoted: str
+) -> None:
+    """Sizes are 1 to the largest frame side and trees and turns at least 1, never booleans:
+    a hostile record never reaches a frame or a resample."""
+    record = {"before": _SIZE, "after": _SIZE, field: value}
+    with pytest.raises(StateError, match=f"'{field}'.*{quoted}"):
+        Degradation.from_json(record)
+
+
+def test_server_limits_are_capped_like_every_config_integer() -> None:
+    """A limit past 2**63-1 (or a bool) is a ConfigError quoting it briefly, so every accepted
+    config writes as JSON (the Ray runner ships it to workers that way)."""
+    for bad, quoted in ((2**63, "9223372036854775808"), (10**4400, "integer of 14617 bits")):
+        with pytest.raises(ConfigError, match=f"max_bytes must be .*{quoted}"):
+            ServerLimits(max_bytes=bad)
+        with pytest.raises(ConfigError, match=quoted):
+            AgentConfig.from_json({"server_profile": {"max_input_tokens": bad}})
+    with pytest.raises(ConfigError, match=r"max_images must be .*got True"):
+        ServerLimits(max_images=True)
+    config = AgentConfig(server_profile=ServerLimits(max_bytes=MAX_CONFIG_INT, max_images=0))
+    assert AgentConfig.from_json(json.loads(json.dumps(config.to_json()))) == config

@@ -8,6 +8,7 @@ import pytest
 from osharm_core import AgentConfig, AgentState, ServerLimits, StateError
 from osharm_core.budget import fit_step, refit_step
 from osharm_core.limits import Degradation, RequestSize
+from osharm_core.scaling import resolve_preset
 from osharm_core.step import complete_step, prepare_step
 from tests.conftest import BUDGET_EPISODE, fixture_observation
 
@@ -25,16 +26,39 @@ REPLY = "```python\npyautogui.click(10, 20)\n```"
             AgentConfig(observation_type="a11y_tree", action_space="pyautogui"),
             ServerLimits(max_input_tokens=3000),
         ),
+        (
+            AgentConfig(
+                observation_type="screenshot", action_space="pyautogui", scaling="qwen2.5-vl"
+            ),
+            ServerLimits(max_images=1, max_bytes=700_000),
+        ),
+        (
+            AgentConfig(
+                observation_type="screenshot_a11y_tree",
+                action_space="pyautogui",
+                scaling="ui-tars-1.5",
+            ),
+            ServerLimits(max_images=2, max_bytes=500_000),
+        ),
+        (
+            AgentConfig(
+                observation_type="som", action_space="pyautogui", scaling="max_pixels=1000000"
+            ),
+            ServerLimits(max_images=1, max_bytes=300_000),
+        ),
     ],
-    ids=["images-bytes", "tokens"],
+    ids=["images-bytes", "tokens", "qwen2.5-vl", "ui-tars-1.5", "max-pixels-som"],
 )
 def test_refit_repeats_every_cut_fit_step_made(config: AgentConfig, limits: ServerLimits) -> None:
     """Over an episode, each step refitted from its record equals the step as fitted, history too.
 
-    (Scaled screenshots and set-of-marks: tests/facade/test_rebuild_sent.py, end to end.)
+    Under a preset whose server resizes to multiples of 28 px, every downscaled size is one
+    that server keeps, so the frame describes the image the model answers about.
+    (Set-of-marks and rebuilding from files: tests/facade/test_rebuild_sent.py, end to end.)
     """
+    preset = resolve_preset(config.scaling, config.model)
     state = AgentState()
-    cut = 0
+    cut = downscaled = 0
     for name in BUDGET_EPISODE[:3]:
         request = prepare_step(config, state, "task", fixture_observation(name))
         fitted = fit_step(config, state, request, limits)
@@ -45,8 +69,15 @@ def test_refit_repeats_every_cut_fit_step_made(config: AgentConfig, limits: Serv
             assert again.messages == fitted.messages
             assert again.observation == fitted.observation
             assert again.frame == fitted.frame
+            size = degradation.screenshot_size
+            if size is not None and preset.multiple is not None:
+                downscaled += 1
+                assert fitted.frame is not None
+                assert (fitted.frame.image_width, fitted.frame.image_height) == size
+                assert preset.target_size(*size) == size
         state, _ = complete_step(config, state, fitted, REPLY)
     assert cut  # the limits are tight enough to cut something
+    assert downscaled or preset.multiple is None
 
 
 def test_a_record_that_does_not_fit_the_request_is_refused() -> None:
@@ -64,3 +95,17 @@ def test_a_record_that_does_not_fit_the_request_is_refused() -> None:
             request,
             attrs.evolve(record, dropped_images=(), screenshot_size=(10, 10)),
         )
+
+
+def test_a_recorded_size_larger_than_the_screenshot_is_refused() -> None:
+    """fit_step only ever shrinks: a record that would enlarge (and decode) a huge image is a
+    `StateError` before anything is resampled."""
+    config = AgentConfig(observation_type="screenshot", action_space="pyautogui")
+    request = prepare_step(config, AgentState(), "task", fixture_observation("mousepad_notes"))
+    size = RequestSize(bytes=1, images=1, input_tokens=1)
+    for bigger in ((1921, 1080), (1920, 1081), (1 << 20, 1 << 20)):
+        record = Degradation(before=size, after=size, screenshot_size=bigger)
+        with pytest.raises(StateError, match=f"to {bigger[0]} x {bigger[1]} pixels.*1920 x 1080"):
+            refit_step(config, AgentState(), request, record)
+    same = Degradation(before=size, after=size, screenshot_size=(1920, 1080))
+    assert refit_step(config, AgentState(), request, same).frame is None

@@ -242,7 +242,7 @@ def _request(
         try:
             request = refit_step(config, state, request, entry.degradation)
         except StateError as exc:
-            raise TrajectoryError(f"step {entry.step}: {exc}") from None
+            raise TrajectoryError(f"{recording.directory}, step {entry.step}: {exc}") from None
     _check_sent(config, entry, request, recording.unstated)
     return request
 

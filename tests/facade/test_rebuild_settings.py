@@ -410,6 +410,32 @@ def test_a_cut_that_does_not_match_a_fully_stated_recording_blames_no_setting(
         rebuild_step(path, cut["step"])
 
 
+def test_a_hostile_degradation_record_is_a_trajectory_error(tmp_path: Path) -> None:
+    """A recorded size that is zero, a bool or past the largest frame side is refused on reading
+    (file and line named); one larger than the screenshot it would resize is refused by
+    rebuild_step naming the recording and the step, before anything is decoded or resampled."""
+    config = _config(
+        observation_type="screenshot_a11y_tree",
+        server_profile=ServerLimits(max_images=1, max_bytes=15_000),
+    )
+    path, client = _jsonl_run(tmp_path, config)
+    lines = _lines(path)
+    cut = next(line for line in lines if (line.get("degradation") or {}).get("screenshot_size"))
+    step = cut["step"]
+    assert rebuild_step(path, step).request.messages == client.requests[step - 1].messages
+    for bad in ([0, 5], [True, 7], [1 << 21, 5]):
+        cut["degradation"]["screenshot_size"] = bad
+        _write_lines(path, lines)
+        with pytest.raises(TrajectoryError, match=f"line {step}: 'degradation': 'screenshot_size'"):
+            rebuild_step(path, step)
+    cut["degradation"]["screenshot_size"] = [1 << 20, 1 << 20]
+    _write_lines(path, lines)
+    with pytest.raises(
+        TrajectoryError, match=rf"run, step {step}: .* 1048576 x 1048576 .*480 x 270"
+    ):
+        rebuild_step(path, step)
+
+
 def test_the_cli_sets_the_two_flags_and_records_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
