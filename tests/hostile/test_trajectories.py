@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -335,7 +336,7 @@ def test_observation_and_recorded_files_that_are_no_regular_file_are_refused(
     plant(tmp_path / f"01_step{suffix}")
     with pytest.raises(TrajectoryError, match="is not a regular file"):
         load_observation(tmp_path, "01_step")
-    with pytest.raises(TrajectoryError, match="step 3: cannot read its screenshot 01_step"):
+    with pytest.raises(TrajectoryError, match="step 3: cannot read its screenshot '01_step"):
         rebuild._file(tmp_path, f"01_step{suffix}", 3, "screenshot")
 
 
@@ -519,3 +520,43 @@ def test_a_result_folder_step_names_a_screenshot_in_the_folder_or_none(
         for entry in load_result_folder(folder):
             assert entry.screenshot is None or entry.screenshot in held
             assert entry.accessibility_tree is None or entry.accessibility_tree in held
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("accessibility_tree", "step_0001\x00.xml"),
+        ("accessibility_tree", "step_0001\ud800.xml"),
+        ("accessibility_tree", "../out/step_0001.xml"),
+        ("accessibility_tree", "/etc/hostname"),
+        ("screenshot", "step_0001.png/"),
+        ("screenshot", "..\\step_0001.png"),
+        ("screenshot", ".."),
+        ("screenshot", ""),
+        ("som_screenshot", "x" * 256),
+    ],
+    ids=repr,
+)
+def test_a_line_naming_a_file_outside_its_directory_is_refused_where_it_is_read(
+    tmp_path: Path, key: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = _record(tmp_path / "rec", "```python\npyautogui.click(1, 2)\n```", "DONE")
+    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    lines[0][key] = name
+    file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    message = f"line 1: '{key}' must name a file in the trajectory's directory; got "
+    with pytest.raises(TrajectoryError, match=re.escape(message)):
+        open_trajectory(file)
+    assert main(["render", "--trajectory", str(file.parent), "--step", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("osharm-agent: error: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["step\x00.xml", "step_\ud800.xml"], ids=repr)
+def test_a_file_name_no_file_can_have_is_a_trajectory_error_when_read(
+    tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(TrajectoryError, match="step 3: cannot read its accessibility tree 'step"):
+        rebuild._file(tmp_path, name, 3, "accessibility tree")
