@@ -196,6 +196,34 @@ def trajectory_entries(draw: st.DrawFn) -> object:
     )
 
 
+#: Names a result folder's step files could have, odd ones included: Unicode digits (`'²'.isdigit()`
+#: is true, `int('²')` fails), glob characters, huge step numbers, no number at all.
+_step_numbers = st.sampled_from(["0", "1", "2", "10", "0002", "99999999999", "²", "٣", "", "x"])
+_stamps = st.sampled_from(["20250101@100000", "20250101@100500", "zz", "**", "[", "a?b", "_", ""])
+result_folder_file_names = st.builds(
+    lambda n, s, ext: f"step_{n}_{s}{ext}",
+    _step_numbers,
+    _stamps,
+    st.sampled_from([".png", ".xml", ".txt"]),
+) | st.sampled_from(["step_0.png", "step_0.xml", "**", "step_²_x.png"])
+#: What a hand-edited better_log.json may give as a step's `screenshot_file`: the names above,
+#: and names that no file can have (NUL, a lone surrogate, a path, 300 characters, many digits).
+recorded_screenshot_names = (
+    result_folder_file_names
+    | st.sampled_from(
+        [
+            "step_1\x00.png",
+            "step_\ud800_x.png",
+            "../step_0.png",
+            "/etc/hostname",
+            "x" * 300 + ".png",
+            "step_" + "9" * 5000 + "_x.png",
+        ]
+    )
+    | st.text(max_size=20)
+)
+
+
 # --- parsing, computer_13 vocabulary, prompts (tests/test_parsing.py, test_vocabulary.py) ---
 
 from osharm_core.vocabulary import (  # noqa: E402  (kept inside this section)

@@ -44,6 +44,7 @@ from osharm_core import (
     StoredAction,
     thaw,
 )
+from osharm_core.errors import excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
@@ -450,6 +451,35 @@ class _Bad(Exception):
     pass
 
 
+#: The longest file name (in bytes) the usual file systems take (NAME_MAX).
+_NAME_MAX: Final = 255
+
+
+def _plain_file_name(name: str) -> bool:
+    r"""Whether `name` can name a file directly inside a directory: not empty, `.` or `..`,
+    no `/`, `\` or NUL, valid Unicode (no lone surrogate), at most 255 bytes of UTF-8.
+
+    >>> _plain_file_name("step_0001.png"), _plain_file_name("../step_0001.png")
+    (True, False)
+    >>> _plain_file_name("step\x00.xml"), _plain_file_name("step_\ud800.xml")
+    (False, False)
+    """
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        return False
+    try:
+        return len(name.encode("utf-8")) <= _NAME_MAX
+    except UnicodeEncodeError:
+        return False
+
+
+def _file_name(obj: Mapping[str, Any], key: str) -> str | None:
+    """A line's file name (`screenshot`, ...): null, or a plain name in the trajectory's directory."""
+    name: str | None = _get(obj, key, (str, type(None)), None)
+    if name is not None and not _plain_file_name(name):
+        raise _Bad(f"'{key}' must name a file in the trajectory's directory; got {excerpt(name)}")
+    return name
+
+
 def _get(obj: Mapping[str, Any], key: str, kinds: tuple[type, ...], default: Any) -> Any:
     if key not in obj:
         return default
@@ -625,9 +655,9 @@ def _entry(obj: object, position: int) -> TrajectoryEntry:
         replayed_from=_get(obj, "replayed_from", (str, type(None)), None),
         cost_usd=_seconds_or_cost(obj.get("cost_usd"), "cost_usd"),
         budget_exceeded=_get(obj, "budget_exceeded", (str, type(None)), None),
-        screenshot=_get(obj, "screenshot", (str, type(None)), None),
-        som_screenshot=_get(obj, "som_screenshot", (str, type(None)), None),
-        accessibility_tree=_get(obj, "accessibility_tree", (str, type(None)), None),
+        screenshot=_file_name(obj, "screenshot"),
+        som_screenshot=_file_name(obj, "som_screenshot"),
+        accessibility_tree=_file_name(obj, "accessibility_tree"),
         masks=_masks(obj.get("masks")),
         continuation=_continuation(obj.get("continuation")),
         frame=_optional_value(obj.get("frame"), "frame", CoordinateFrame.from_json),

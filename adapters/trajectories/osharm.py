@@ -31,8 +31,10 @@ a trajectory, so `replay:PATH` and `osharm-agent replay PATH` accept it.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor
@@ -668,43 +670,80 @@ def is_result_folder(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / BETTER_LOG).is_file()
 
 
-def _screenshot(directory: Path, name: object) -> str | None:
+#: A screenshot or tree saved after step N: `step_{N}_{stamp}.png` / `.xml` (N in ASCII digits,
+#: few enough for `int`).
+_STEP_FILE: Final = re.compile(r"step_([0-9]{1,40})_(.+)\.(png|xml)", re.DOTALL)
+
+
+@attrs.frozen
+class _Listing:
+    """A result folder's regular files, listed once: a step's files are matched against these,
+    never looked up (or globbed) by a name the folder's own files give. `shots` holds each
+    `step_{N}_{stamp}.png` as (N, name), sorted; `stamps` the same per timestamp."""
+
+    files: frozenset[str]
+    shots: tuple[tuple[int, str], ...]
+    stamps: Mapping[str, tuple[tuple[int, str], ...]]
+
+    @classmethod
+    def of(cls, directory: Path) -> _Listing:
+        try:
+            with os.scandir(directory) as listing:
+                files = frozenset(entry.name for entry in listing if entry.is_file())
+        except OSError as exc:
+            raise TrajectoryError(f"cannot list the result folder {directory}: {exc}") from None
+        shots: list[tuple[int, str]] = []
+        stamps: dict[str, list[tuple[int, str]]] = {}
+        for name in sorted(files):
+            found = _STEP_FILE.fullmatch(name)
+            if found is not None and found[3] == "png":
+                shots.append((int(found[1]), name))
+                stamps.setdefault(found[2], []).append(shots[-1])
+        return cls(files, tuple(sorted(shots)), {k: tuple(sorted(v)) for k, v in stamps.items()})
+
+
+def _latest_below(shots: Sequence[tuple[int, str]], step: int) -> str | None:
+    """The last of the sorted `shots` saved after a step before `step`."""
+    at = bisect.bisect_left(shots, (step,))
+    return shots[at - 1][1] if at else None
+
+
+def _screenshot(listing: _Listing, name: object) -> str | None:
     """The recorded screenshot name, or the file the reference meant when its name is off by a step.
 
     The reference names step i's screenshot from the previous step's number, so a step
-    with no action points at a file that does not exist; the same timestamp, else the
-    nearest lower step, is the one it saw.
+    with no action points at a file that does not exist; the screenshot of the nearest lower
+    step (one of the same timestamp first), else `step_0.png`, is the one it saw. A name that
+    is no step's (`step_{N}_{stamp}.png`, N in ASCII digits) gets `step_0.png`.
     """
     if not isinstance(name, str) or not name:
         return None
-    if (directory / name).is_file():
+    if name in listing.files:
         return name
-    stem = name.removesuffix(".png")
-    number, _, stamp = stem.removeprefix("step_").partition("_")
-    same_time = sorted(directory.glob(f"step_*_{stamp}.png")) if stamp else []
-    if same_time:
-        return same_time[-1].name
-    if number.isdigit():
-        for lower in range(int(number) - 1, 0, -1):
-            found = sorted(directory.glob(f"step_{lower}_*.png"))
-            if found:
-                return found[-1].name
-    return FIRST_SCREENSHOT if (directory / FIRST_SCREENSHOT).is_file() else None
+    wanted = _STEP_FILE.fullmatch(name)
+    if wanted is not None and wanted[3] == "png":
+        step = int(wanted[1])
+        same_time = _latest_below(listing.stamps.get(wanted[2], ()), step)
+        found = same_time or _latest_below(listing.shots, step)
+        if found is not None:
+            return found
+    return FIRST_SCREENSHOT if FIRST_SCREENSHOT in listing.files else None
 
 
-def _turns_seen(directory: Path, count: int) -> list[str]:
+def _turns_seen(directory: Path, listing: _Listing, count: int) -> list[str]:
     """The file stem of the observation each of `count` model calls saw (`step_0`, then
     `step_{n}_{stamp}` of the last observation saved after an earlier step `n`).
 
     traj.jsonl's last line of step `n` names it (its timestamp, whether or not a screenshot
     was saved); an observation saved with no action (a paced replay) by its files. Unreadable
-    lines are passed over: this only picks which tree file belongs to a step.
+    lines and files of other names are passed over: this only picks which tree file belongs
+    to a step.
     """
     after: dict[int, str] = {}
-    for path in sorted(directory.glob("step_*_*")):
-        number, _, stamp = path.stem.removeprefix("step_").partition("_")
-        if path.suffix in (".png", ".xml") and stamp and number.isdigit() and len(number) < 10:
-            after[int(number)] = path.stem
+    for name in sorted(listing.files):
+        found = _STEP_FILE.fullmatch(name)
+        if found is not None and int(found[1]) < count:
+            after[int(found[1])] = name.removesuffix(f".{found[3]}")
     try:
         lines = _read_regular(directory / TRAJ_FILE, "action log").splitlines()
     except FileNotFoundError:
@@ -726,16 +765,16 @@ def _turns_seen(directory: Path, count: int) -> list[str]:
     return stems
 
 
-def _own_files(directory: Path, recorded: object, stem: str) -> tuple[str | None, str | None]:
+def _own_files(listing: _Listing, recorded: object, stem: str) -> tuple[str | None, str | None]:
     """A step's screenshot and raw tree: the tree is its own observation's (`stem`.xml, kept by
     our writer); the screenshot is the recorded one (see `_screenshot`), unless that tree shows
     it belongs to another observation (a folder whose step had none): then its own, or none."""
-    screenshot = _screenshot(directory, recorded)
+    screenshot = _screenshot(listing, recorded)
     tree = f"{stem}.xml"
-    if not (directory / tree).is_file():
+    if tree not in listing.files:
         return screenshot, None
     if screenshot is not None and screenshot != f"{stem}.png":
-        screenshot = f"{stem}.png" if (directory / f"{stem}.png").is_file() else None
+        screenshot = f"{stem}.png" if f"{stem}.png" in listing.files else None
     return screenshot, tree
 
 
@@ -783,7 +822,8 @@ def result_folder_entries(
         return value if isinstance(value, str) else default
 
     entries = []
-    seen = _turns_seen(directory, len(log["steps"]))
+    listing = _Listing.of(directory)
+    seen = _turns_seen(directory, listing, len(log["steps"]))
     for index, step in enumerate(log["steps"]):
         if not isinstance(step, dict):
             raise TrajectoryError(f"{file}: steps[{index}] is not an object")
@@ -793,7 +833,7 @@ def result_folder_entries(
             response = json.dumps(response, ensure_ascii=False)
         actions = step.get("actions")
         # Our writer keeps each observation's raw tree under the step's name; the reference none.
-        screenshot, tree = _own_files(directory, step.get("screenshot_file"), seen[index])
+        screenshot, tree = _own_files(listing, step.get("screenshot_file"), seen[index])
         masks, frame, degradation = _recorded_sending(step, f"{file}: steps[{index}]")
         entries.append(
             TrajectoryEntry(

@@ -226,8 +226,10 @@ def _file(directory: Path, name: str | None, step: int, what: str) -> bytes | No
         return None
     try:
         return _read_regular(directory / name, what)
-    except (OSError, TrajectoryError) as exc:
-        raise TrajectoryError(f"step {step}: cannot read its {what} {name}: {exc}") from None
+    except (OSError, TrajectoryError, ValueError) as exc:  # ValueError: a NUL or lone surrogate
+        raise TrajectoryError(
+            f"step {step}: cannot read its {what} {excerpt(name)}: {exc}"
+        ) from None
 
 
 def _request(

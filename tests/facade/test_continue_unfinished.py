@@ -226,3 +226,40 @@ def test_a_continued_episode_under_a_dollar_cap_replays_its_record_for_free(
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
     assert outcome.usage.cost_usd == pytest.approx(0.1)  # the live step only
     assert outcome.usage.tokens == 100_000
+
+
+@pytest.mark.parametrize(
+    ("name", "odd_file"),
+    [("step_99999999999_zz.png", "step_²_x.png"), ("step_²_zz.png", "step_1_**.png")],
+)
+def test_a_hand_edited_record_with_odd_file_names_still_continues(
+    tmp_path: Path, name: str, odd_file: str
+) -> None:
+    """A screenshot name better_log gives (a huge step number, a Unicode digit) and a file of
+    an odd name in the folder are passed over: the recorded replies are continued from."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+
+    def run(replies: list[str], kill_at: int | None) -> FakeClient:
+        client = FakeClient(replies)
+        run_task_list(
+            [TASK],
+            config=CONFIG,
+            result_dir=results,
+            make_agent=lambda task: PromptAgent.from_config(CONFIG, client=client),
+            make_env=lambda task: KillingEnv(desktop, kill_at),
+            max_steps=5,
+            continue_unfinished=True,
+        )
+        return client
+
+    with pytest.raises(Killed):
+        run([CLICK, PRESS, "DONE"], kill_at=2)
+    log = json.loads((folder / "better_log.json").read_text())
+    log["steps"][1]["screenshot_file"] = name
+    (folder / "better_log.json").write_text(json.dumps(log))
+    (folder / odd_file).write_bytes(b"")
+    live = run(["DONE"], kill_at=None)
+    assert len(live.requests) == 1  # the two recorded steps were continued from
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]

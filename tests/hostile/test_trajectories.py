@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -36,9 +37,15 @@ from adapters.trajectories.jsonl import (
     open_trajectory,
     read_trajectory,
 )
-from adapters.trajectories.osharm import ResultWriter, TaskInfo, read_better_log
+from adapters.trajectories.osharm import (
+    ResultWriter,
+    TaskInfo,
+    load_result_folder,
+    read_better_log,
+)
 from adapters.trajectories.replay import ReplayClient, load_observation
 from osharm_core import AgentConfig, Message, TextPart
+from tests import strategies
 from tests.facade.helpers import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -329,7 +336,7 @@ def test_observation_and_recorded_files_that_are_no_regular_file_are_refused(
     plant(tmp_path / f"01_step{suffix}")
     with pytest.raises(TrajectoryError, match="is not a regular file"):
         load_observation(tmp_path, "01_step")
-    with pytest.raises(TrajectoryError, match="step 3: cannot read its screenshot 01_step"):
+    with pytest.raises(TrajectoryError, match="step 3: cannot read its screenshot '01_step"):
         rebuild._file(tmp_path, f"01_step{suffix}", 3, "screenshot")
 
 
@@ -402,3 +409,154 @@ def test_a_run_records_a_reply_with_lone_surrogates(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert [e.response for e in read_trajectory(out)] == [SURROGATE_REPLY, "DONE"]
+
+
+# --- file names a recording gives ----------------------------------------------------------
+
+STAMP = "20250101@100000"
+PNG = (ROOT / "tests" / "fixtures" / "observations" / "mousepad_notes.png").read_bytes()
+
+
+def _result_folder(directory: Path, second_screenshot: object, *files: str) -> Path:
+    """A two-step result folder (as the reference leaves one) whose second step names
+    `second_screenshot`, holding step_0.png, the screenshots after steps 1 and 3, and `files`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("step_0.png", f"step_1_{STAMP}.png", "step_3_20250101@100500.png", *files):
+        (directory / name).write_bytes(PNG)
+    steps = [
+        {"screenshot_file": "step_0.png", "response": "WAIT", "actions": ["WAIT"]},
+        {"screenshot_file": second_screenshot, "response": "DONE", "actions": ["DONE"]},
+    ]
+    log = {"params": {"observation_type": "screenshot"}, "task": {}, "steps": steps}
+    (directory / "better_log.json").write_text(json.dumps(log))
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        # A huge step number: the latest screenshot before it (the lookup once went down
+        # through every lower number: this one never finished).
+        ("step_99999999999_zz.png", "step_3_20250101@100500.png"),
+        ("step_4_zz.png", "step_3_20250101@100500.png"),
+        ("step_3_zz.png", f"step_1_{STAMP}.png"),
+        ("step_0003_zz.png", f"step_1_{STAMP}.png"),
+        ("step_9_" + STAMP + ".png", f"step_1_{STAMP}.png"),  # the same timestamp first
+        ("step_1_zz.png", "step_0.png"),
+        # Names that are no step's (a Unicode digit, glob characters, too many digits to read,
+        # a name no file can have, a path out of the folder): the first screenshot.
+        ("step_²_zz.png", "step_0.png"),
+        ("step_٣_zz.png", "step_0.png"),
+        ("step_1_**.png", "step_0.png"),
+        ("step_**_x.png", "step_0.png"),
+        ("step_[_x.png", "step_0.png"),
+        ("step_" + "9" * 5000 + "_x.png", "step_0.png"),
+        ("x" * 300 + ".png", "step_0.png"),
+        ("step_1\x00.png", "step_0.png"),
+        ("step_\ud800.png", "step_0.png"),
+        ("../ref/step_0.png", "step_0.png"),
+    ],
+)
+def test_a_screenshot_name_that_is_not_in_the_folder_resolves_to_one_that_is(
+    tmp_path: Path, name: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _result_folder(tmp_path / "ref", name)
+    assert [e.screenshot for e in load_result_folder(folder)] == ["step_0.png", meant]
+    assert main(["replay", str(folder)]) == 0
+    assert main(["render", "--trajectory", str(folder), "--step", "2"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_same_timestamp_is_matched_by_step_number_not_by_spelling(tmp_path: Path) -> None:
+    """Steps 9 and 10 in one second: step 11's missing screenshot is step 10's ("step_9_"
+    sorts after "step_10_" as text)."""
+    folder = _result_folder(
+        tmp_path / "ref", f"step_11_{STAMP}.png", f"step_9_{STAMP}.png", f"step_10_{STAMP}.png"
+    )
+    assert load_result_folder(folder)[1].screenshot == f"step_10_{STAMP}.png"
+
+
+@pytest.mark.parametrize(
+    "odd", ["step_²_x.png", "step_²_x.xml", "step_1_**.png", "step_**_x.xml", "step_٣_[.png"]
+)
+def test_odd_file_names_in_a_result_folder_are_passed_over(
+    tmp_path: Path, odd: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _result_folder(tmp_path / "ref", "step_2_zz.png", odd)
+    entries = load_result_folder(folder)
+    assert [e.screenshot for e in entries] == ["step_0.png", f"step_1_{STAMP}.png"]
+    assert [e.accessibility_tree for e in entries] == [None, None]
+    assert main(["replay", str(folder)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "stamp", ["x" * 300, "a\x00b", "\ud800", "../../x", "**", "9" * 5000], ids=repr
+)
+def test_an_action_timestamp_no_file_can_have_is_passed_over(tmp_path: Path, stamp: str) -> None:
+    """traj.jsonl's timestamp picks a step's tree file: one that names no file picks none."""
+    folder = _result_folder(tmp_path / "ref", "step_1_zz.png")
+    (folder / "step_0.xml").write_text("<desktop-frame/>")
+    line = {"step_num": 1, "action_timestamp": stamp, "action": "WAIT"}
+    (folder / "traj.jsonl").write_text(json.dumps(line) + "\n")
+    entries = load_result_folder(folder)
+    assert [e.accessibility_tree for e in entries] == ["step_0.xml", None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(strategies.result_folder_file_names, max_size=6, unique=True),
+    strategies.recorded_screenshot_names,
+)
+def test_a_result_folder_step_names_a_screenshot_in_the_folder_or_none(
+    files: list[str], name: str
+) -> None:
+    """Whatever file names a folder holds and whatever its log names, each step's
+    screenshot and tree are files of that folder (or none), and nothing but a
+    `TrajectoryError` is raised."""
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = _result_folder(Path(temporary) / "ref", name, *files)
+        held = {p.name for p in folder.iterdir()}
+        for entry in load_result_folder(folder):
+            assert entry.screenshot is None or entry.screenshot in held
+            assert entry.accessibility_tree is None or entry.accessibility_tree in held
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("accessibility_tree", "step_0001\x00.xml"),
+        ("accessibility_tree", "step_0001\ud800.xml"),
+        ("accessibility_tree", "../out/step_0001.xml"),
+        ("accessibility_tree", "/etc/hostname"),
+        ("screenshot", "step_0001.png/"),
+        ("screenshot", "..\\step_0001.png"),
+        ("screenshot", ".."),
+        ("screenshot", ""),
+        ("som_screenshot", "x" * 256),
+    ],
+    ids=repr,
+)
+def test_a_line_naming_a_file_outside_its_directory_is_refused_where_it_is_read(
+    tmp_path: Path, key: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = _record(tmp_path / "rec", "```python\npyautogui.click(1, 2)\n```", "DONE")
+    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    lines[0][key] = name
+    file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    message = f"line 1: '{key}' must name a file in the trajectory's directory; got "
+    with pytest.raises(TrajectoryError, match=re.escape(message)):
+        open_trajectory(file)
+    assert main(["render", "--trajectory", str(file.parent), "--step", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("osharm-agent: error: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["step\x00.xml", "step_\ud800.xml"], ids=repr)
+def test_a_file_name_no_file_can_have_is_a_trajectory_error_when_read(
+    tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(TrajectoryError, match="step 3: cannot read its accessibility tree 'step"):
+        rebuild._file(tmp_path, name, 3, "accessibility tree")
