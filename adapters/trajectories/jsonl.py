@@ -34,6 +34,7 @@ from typing import Any, Final, Protocol
 import attrs
 from returns.result import Failure, Result, Success
 
+from adapters._files import read_regular
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryError, TrajectoryExistsError
 from osharm_core import (
@@ -276,36 +277,10 @@ def _read_regular(path: Path, what: str, limit: int | None = None) -> bytes:
 
     A FIFO (which would block) or a device such as /dev/zero (which never ends)
     is refused, not read. `FileNotFoundError` passes through; other `OSError`s
-    become `TrajectoryError`.
+    become `TrajectoryError` (see `adapters._files.read_regular`).
     """
     cap = MAX_TRAJECTORY_BYTES if limit is None else limit
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise TrajectoryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise TrajectoryError(f"{what} {path} is not a regular file")
-        if info.st_size > cap:
-            raise TrajectoryError(
-                f"{what} {path} is {info.st_size} bytes, over the {cap}-byte limit"
-            )
-        chunks: list[bytes] = []
-        size = 0
-        # Reads sized by fstat (one read, usually); one byte more than `cap` shows growth.
-        while chunk := os.read(fd, min(cap + 1 - size, max(info.st_size + 1 - size, 1 << 16))):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > cap:  # it grew since fstat
-                raise TrajectoryError(f"{what} {path} is over the {cap}-byte limit")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise TrajectoryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+    return read_regular(path, what, cap, TrajectoryError)
 
 
 class TrajectoryRecorder:
