@@ -1,9 +1,10 @@
-"""Reading the files the adapters are pointed at, safely (an edge module: files).
+"""Reading and writing the files the adapters are pointed at, safely (an edge module: files).
 
 `read_regular` is the one bounded reader: every input file (a trajectory, an
 observation, a task's JSON, a price table) goes through it, so a FIFO, a
 device such as /dev/zero or a huge file gets a typed error naming the file,
-never a hang or a `MemoryError`.
+never a hang or a `MemoryError`. `create_file` is the one writer of a fresh
+file: it never follows a symbolic link nor writes over a file already there.
 """
 
 from __future__ import annotations
@@ -50,6 +51,32 @@ def read_regular(path: Path, what: str, limit: int, error: type[Exception] = Val
         raise error(f"cannot read {what} {path}: {_reason(exc)}") from None
     finally:
         os.close(fd)
+
+
+def create_file(path: Path, data: bytes, error: type[Exception] = ValueError) -> None:
+    """Write `data` to a new file at `path` and fsync it.
+
+    Nothing already at `path` is followed or written over: a file, a symbolic
+    link (dangling or not) or a FIFO there raises `error` naming it. When the
+    write fails part-way (a full disk) the new file is removed and the
+    `OSError` re-raised.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileExistsError:
+        raise error(f"{path} already exists; not writing over it") from None
+    try:
+        try:
+            rest = memoryview(data)
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _reason(exc: Exception) -> str:

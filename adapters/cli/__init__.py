@@ -60,6 +60,7 @@ from adapters.trajectories.jsonl import (
     TrajectoryEntry,
     TrajectoryRecorder,
     open_trajectory,
+    recording_files,
     usage_json,
 )
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, result_folder, run_episode
@@ -425,7 +426,10 @@ def _check_tasks(
                 held = "holds a result folder"
             else:
                 target = Path(args.out) / task.name if several else Path(args.out)
-                written, held = (target / TRAJECTORY_FILE).exists(), "exists"
+                old = recording_files(target)
+                written, held = bool(old), "exists"
+                if old and old[0].name != TRAJECTORY_FILE:
+                    held = f"holds step files ({old[0].name}, ...)"
         except (UsageError, ObservationError, TrajectoryError) as exc:
             raise UsageError(f"task {task}: {_one_line(exc)}") from None
         other = owner.setdefault(target, task)

@@ -203,3 +203,27 @@ def test_small_render_and_key_mistakes_are_named(
     monkeypatch.setattr(sys, "stdout", GoneReader())
     assert main(["render", str(EXAMPLE), "--json"]) == 141  # `| head`: quiet, as shell tools
     assert capsys.readouterr().err == ""
+
+
+def test_an_out_holding_step_files_is_refused_and_no_link_is_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Step files in --out count as a recording: refused without --overwrite (a symbolic link
+    step_0001.xml used to be written through to its target); --overwrite removes the link."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "step_0001.xml").symlink_to(victim)
+    (out / "step_0002.png").write_text("other")
+    argv = ["run", str(EXAMPLE), "--model", f"replay:{EXAMPLE / 'trajectory.jsonl'}"]
+    argv += ["--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{out} already holds step files (step_0001.xml, ...)" in err
+    assert "--overwrite" in err
+    assert (out / "step_0002.png").read_text() == "other"
+    assert main([*argv, "--overwrite"]) == 0
+    assert victim.read_text() == "precious"
+    assert not (out / "step_0001.xml").is_symlink()
+    assert (out / "step_0002.png").read_bytes().startswith(b"\x89PNG")
