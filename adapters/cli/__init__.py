@@ -444,6 +444,37 @@ def _check_tasks(
             )
 
 
+def _overlap(out: Path, other: Path) -> str | None:
+    """How the folder `out` and the path `other` overlap ("is", "holds", "is inside"), if they do."""
+    try:
+        mine, theirs = Path(os.path.realpath(out)), Path(os.path.realpath(other))
+    except (OSError, ValueError):  # a name no file can have: it overlaps nothing
+        return None
+    if mine == theirs:
+        return "is"
+    if mine in theirs.parents:
+        return "holds"
+    return "is inside" if theirs in mine.parents else None
+
+
+def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
+    """Refuse an --out that is, holds or is inside what the run reads: a task directory, the
+    replay source or the --fork source (writing there, or --overwrite, would destroy it)."""
+    read = [(task, f"the task directory {task}") for task in tasks]
+    if args.model.startswith(_replay.REPLAY_SCHEME):
+        source = args.model[len(_replay.REPLAY_SCHEME) :]
+        read.append((Path(source), f"the replay source {source} (--model {args.model})"))
+    if args.fork is not None:
+        read.append((Path(args.fork), f"the --fork source {args.fork}"))
+    out = Path(args.out)
+    for path, what in read:
+        relation = _overlap(out, path)
+        if relation is not None:
+            raise UsageError(
+                f"--out {out} {relation} {what}; write the run to a folder outside what it reads"
+            )
+
+
 def _task_client_model(args: argparse.Namespace, task: Path, several: bool) -> str:
     """The model name for one task: `replay:DIR` with per-task subdirectories picks the task's one."""
     model: str = args.model
@@ -634,6 +665,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(
             "task directories must have different names (each gets its own --out subdirectory)"
         )
+    _check_out(args, tasks)
     _check_tasks(args, config, tasks, several)
     clients = [model_client(args, _task_client_model(args, t, several)) for t in tasks]
     if args.fork is not None:

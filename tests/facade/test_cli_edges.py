@@ -205,6 +205,71 @@ def test_small_render_and_key_mistakes_are_named(
     assert capsys.readouterr().err == ""
 
 
+def _recording_dir(tmp_path: Path) -> Path:
+    """A recorded run that is also a task directory (its step files are observations)."""
+    recorded = tmp_path / "rec"
+    shutil.copytree(EXAMPLE, recorded)
+    return recorded
+
+
+@pytest.mark.parametrize("out_format", ["jsonl", "osharm"])
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("out-is-the-task", "is the task directory"),
+        ("out-holds-the-tasks", "holds the task directory"),
+        ("out-inside-the-task", "is inside the task directory"),
+        ("out-links-to-the-task", "is the task directory"),
+        ("out-is-the-replay", "is the replay source"),
+        ("out-holds-the-replay-file", "holds the replay source"),
+        ("out-is-the-fork", "is the --fork source"),
+    ],
+)
+def test_an_out_that_overlaps_what_the_run_reads_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, said: str, out_format: str
+) -> None:
+    """--out is checked against the task directories and the replay and fork sources before
+    anything is written: with --overwrite the recording being replayed used to be deleted."""
+    task = _recording_dir(tmp_path)
+    replay = tmp_path / "replay"
+    shutil.copytree(EXAMPLE, replay)
+    tasks, model, fork = [task], f"replay:{replay}", []
+    out = {
+        "out-is-the-task": task,
+        "out-holds-the-tasks": tmp_path,
+        "out-inside-the-task": task / "sub",
+        "out-links-to-the-task": tmp_path / "link",
+        "out-is-the-replay": replay,
+        "out-holds-the-replay-file": replay,
+        "out-is-the-fork": replay,
+    }[case]
+    if case == "out-links-to-the-task":
+        out.symlink_to(task)
+    if case == "out-holds-the-tasks":
+        tasks.append(shutil.copytree(EXAMPLE, tmp_path / "other"))
+    if case == "out-holds-the-replay-file":
+        model = f"replay:{replay / 'trajectory.jsonl'}"
+    if case == "out-is-the-fork":
+        model, fork = f"replay:{EXAMPLE / 'trajectory.jsonl'}", ["--fork", str(replay)]
+    before = {p.name: p.read_bytes() for p in (*task.iterdir(), *replay.iterdir())}
+    argv = ["run", *map(str, tasks), "--model", model, *fork, "--out", str(out)]
+    code = main([*argv, "--overwrite", "--format", out_format])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"--out {out} {said}" in err
+    assert err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in (*task.iterdir(), *replay.iterdir())} == before
+    assert not (task / "sub").exists()
+
+
+def test_an_out_beside_what_the_run_reads_is_fine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = _recording_dir(tmp_path)
+    argv = ["run", str(task), "--model", f"replay:{task}", "--out", str(tmp_path / "recx")]
+    assert main(argv) == 0, capsys.readouterr().err
+
+
 def test_an_out_holding_step_files_is_refused_and_no_link_is_followed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
