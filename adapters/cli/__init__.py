@@ -499,10 +499,14 @@ def _run_task(
     recorder = _LastStep(TrajectoryRecorder(out_dir, overwrite=args.overwrite))
     tap = _Tap(client)
     agent = PromptAgent.from_config(config, client=tap, recorder=recorder, budget=budget)
-    obs = env.reset()
     done, tokens_in, tokens_out, seconds = 0, 0, 0, 0.0
     out_known, failed, status = True, False, "reached --max-steps"
-    while done < args.max_steps:
+    obs: dict[str, Any] = {}
+    try:
+        obs = env.reset()
+    except (ObservationError, TrajectoryError) as exc:  # this task fails, the run goes on
+        status, failed = _unreadable(env, exc), True
+    while done < args.max_steps and not failed:
         try:
             _, actions = agent.predict(instruction, obs)
         except ModelCallError as exc:
@@ -512,8 +516,7 @@ def _run_task(
             status = f"ended by the {exc.scope} budget: {exc.reason}"
             break
         except ObservationError as exc:
-            status = f"observation {env.observation_name} unreadable: {_one_line(exc)}"
-            failed = True
+            status, failed = _unreadable(env, exc), True
             break
         done += 1
         last, request = recorder.last, tap.last
@@ -546,7 +549,11 @@ def _run_task(
                 final if isinstance(final, str) else str(final["action_type"])
             )
             break
-        obs, ran_out = env.advance()
+        try:
+            obs, ran_out = env.advance()
+        except (ObservationError, TrajectoryError) as exc:
+            status, failed = _unreadable(env, exc), True
+            break
         if ran_out:
             status = "observations ran out"
             break
@@ -562,6 +569,10 @@ def _run_task(
         failed,
         agent.usage_totals,
     )
+
+
+def _unreadable(env: _replay.ReplayEnv, exc: Exception) -> str:
+    return f"observation {env.observation_name} unreadable: {_one_line(exc)}"
 
 
 def _run_osharm(

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import stamina
@@ -203,6 +205,44 @@ def test_small_render_and_key_mistakes_are_named(
     monkeypatch.setattr(sys, "stdout", GoneReader())
     assert main(["render", str(EXAMPLE), "--json"]) == 141  # `| head`: quiet, as shell tools
     assert capsys.readouterr().err == ""
+
+
+def _three_tasks(tmp_path: Path) -> list[Path]:
+    tasks = [observation_folder(tmp_path / name) for name in ("t1", "t2", "t3")]
+    for task in tasks:
+        (task / "task.json").write_text(json.dumps({"instruction": f"Do {task.name}"}))
+    return tasks
+
+
+def _not_utf8(path: Path) -> None:
+    path.write_bytes(b"\xff\xfe<a/>")
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("spoil", [_not_utf8, _fifo], ids=["not-utf8", "fifo"])
+@pytest.mark.parametrize("which", [0, 1], ids=["first", "second"])
+def test_a_jsonl_task_whose_observation_cannot_be_read_fails_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spoil: Any, which: int
+) -> None:
+    """As with --format osharm, the task fails and the run goes on to the next one, summary and
+    all (the first observation used to be read outside the per-task error handling)."""
+    tasks = _three_tasks(tmp_path)
+    spoil(sorted(tasks[1].glob("*.xml"))[which])
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE")))
+    argv = ["run", *map(str, tasks), "--model", f"replay:{script}"]
+    argv += ["--observation-type", "a11y_tree", "--out", str(tmp_path / "out")]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert f"summary [t2]: {which} step(s), observation 0{which + 1}_" in out
+    assert " unreadable: " in out
+    for name in ("t1", "t3"):
+        assert f"summary [{name}]: 2 step(s), ended with DONE" in out
+    assert "summary (run): " in out
 
 
 def _recording_dir(tmp_path: Path) -> Path:
