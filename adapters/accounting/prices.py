@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import attrs
 
+from adapters._files import MAX_JSON_BYTES, read_regular
 from osharm_core.errors import ConfigError
 
 #: Scheme prefixes whose model names are the vendor's own (see the matching rules).
@@ -237,8 +238,12 @@ class PriceTable:
     def from_file(cls, path: str | os.PathLike[str]) -> PriceTable:
         """A table from a JSON file in the `prices.json` format; `ConfigError` naming the file when unusable."""
         try:
-            obj: Any = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+            data = read_regular(Path(path), "price table", MAX_JSON_BYTES, ConfigError)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"cannot read price table {path}: {exc.strerror}") from None
+        try:
+            obj: Any = json.loads(data.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise ConfigError(f"cannot read price table {path}: {exc}") from None
         return cls.from_json(obj, str(path))
 

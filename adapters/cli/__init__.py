@@ -60,6 +60,7 @@ from adapters.trajectories.jsonl import (
     TrajectoryEntry,
     TrajectoryRecorder,
     open_trajectory,
+    recording_files,
     usage_json,
 )
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, result_folder, run_episode
@@ -425,7 +426,10 @@ def _check_tasks(
                 held = "holds a result folder"
             else:
                 target = Path(args.out) / task.name if several else Path(args.out)
-                written, held = (target / TRAJECTORY_FILE).exists(), "exists"
+                old = recording_files(target)
+                written, held = bool(old), "exists"
+                if old and old[0].name != TRAJECTORY_FILE:
+                    held = f"holds step files ({old[0].name}, ...)"
         except (UsageError, ObservationError, TrajectoryError) as exc:
             raise UsageError(f"task {task}: {_one_line(exc)}") from None
         other = owner.setdefault(target, task)
@@ -437,6 +441,37 @@ def _check_tasks(
         if written and not args.overwrite:
             raise UsageError(
                 f"task {task}: {target} already {held} (pass --overwrite to replace it)"
+            )
+
+
+def _overlap(out: Path, other: Path) -> str | None:
+    """How the folder `out` and the path `other` overlap ("is", "holds", "is inside"), if they do."""
+    try:
+        mine, theirs = Path(os.path.realpath(out)), Path(os.path.realpath(other))
+    except (OSError, ValueError):  # a name no file can have: it overlaps nothing
+        return None
+    if mine == theirs:
+        return "is"
+    if mine in theirs.parents:
+        return "holds"
+    return "is inside" if theirs in mine.parents else None
+
+
+def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
+    """Refuse an --out that is, holds or is inside what the run reads: a task directory, the
+    replay source or the --fork source (writing there, or --overwrite, would destroy it)."""
+    read = [(task, f"the task directory {task}") for task in tasks]
+    if args.model.startswith(_replay.REPLAY_SCHEME):
+        source = args.model[len(_replay.REPLAY_SCHEME) :]
+        read.append((Path(source), f"the replay source {source} (--model {args.model})"))
+    if args.fork is not None:
+        read.append((Path(args.fork), f"the --fork source {args.fork}"))
+    out = Path(args.out)
+    for path, what in read:
+        relation = _overlap(out, path)
+        if relation is not None:
+            raise UsageError(
+                f"--out {out} {relation} {what}; write the run to a folder outside what it reads"
             )
 
 
@@ -464,10 +499,14 @@ def _run_task(
     recorder = _LastStep(TrajectoryRecorder(out_dir, overwrite=args.overwrite))
     tap = _Tap(client)
     agent = PromptAgent.from_config(config, client=tap, recorder=recorder, budget=budget)
-    obs = env.reset()
     done, tokens_in, tokens_out, seconds = 0, 0, 0, 0.0
     out_known, failed, status = True, False, "reached --max-steps"
-    while done < args.max_steps:
+    obs: dict[str, Any] = {}
+    try:
+        obs = env.reset()
+    except (ObservationError, TrajectoryError) as exc:  # this task fails, the run goes on
+        status, failed = _unreadable(env, exc), True
+    while done < args.max_steps and not failed:
         try:
             _, actions = agent.predict(instruction, obs)
         except ModelCallError as exc:
@@ -477,8 +516,7 @@ def _run_task(
             status = f"ended by the {exc.scope} budget: {exc.reason}"
             break
         except ObservationError as exc:
-            status = f"observation {env.observation_name} unreadable: {_one_line(exc)}"
-            failed = True
+            status, failed = _unreadable(env, exc), True
             break
         done += 1
         last, request = recorder.last, tap.last
@@ -511,7 +549,11 @@ def _run_task(
                 final if isinstance(final, str) else str(final["action_type"])
             )
             break
-        obs, ran_out = env.advance()
+        try:
+            obs, ran_out = env.advance()
+        except (ObservationError, TrajectoryError) as exc:
+            status, failed = _unreadable(env, exc), True
+            break
         if ran_out:
             status = "observations ran out"
             break
@@ -527,6 +569,10 @@ def _run_task(
         failed,
         agent.usage_totals,
     )
+
+
+def _unreadable(env: _replay.ReplayEnv, exc: Exception) -> str:
+    return f"observation {env.observation_name} unreadable: {_one_line(exc)}"
 
 
 def _run_osharm(
@@ -630,6 +676,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(
             "task directories must have different names (each gets its own --out subdirectory)"
         )
+    _check_out(args, tasks)
     _check_tasks(args, config, tasks, several)
     clients = [model_client(args, _task_client_model(args, t, several)) for t in tasks]
     if args.fork is not None:

@@ -15,12 +15,14 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
+from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters.contract import ModelClient
 from adapters.engine.limits import Limiter
 from adapters.errors import UsageError
 from adapters.providers._credentials import check_key
 from adapters.registry import REGISTRY
 from adapters.trajectories import replay as _replay
+from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES
 from osharm_core import AgentConfig
 from osharm_core.config import ACTION_SPACES, OBSERVATION_TYPES, PLATFORMS
 from osharm_core.limits import SERVER_PROFILES, ServerLimits
@@ -48,8 +50,9 @@ def add_observation_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _task_json(file: Path) -> object:
+    data = _read_file(file, "task file", MAX_JSON_BYTES)
     try:
-        return json.loads(file.read_text(encoding="utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{file} is not valid JSON: {exc}") from None
     except RecursionError:
@@ -58,7 +61,7 @@ def _task_json(file: Path) -> object:
 
 def _read_task_instruction(directory: Path) -> str | None:
     file = directory / TASK_FILE
-    if not file.is_file():
+    if not file.exists():
         return None
     data = _task_json(file)
     instruction = data.get("instruction") if isinstance(data, dict) else None
@@ -73,7 +76,7 @@ def task_place(directory: Path) -> tuple[str, str]:
     Without them the domain is `local` and the id the directory's name.
     """
     file = directory / TASK_FILE
-    data = _task_json(file) if file.is_file() else None
+    data = _task_json(file) if file.exists() else None
     fields = data if isinstance(data, dict) else {}
     domain, example_id = fields.get("domain"), fields.get("id")
     return (
@@ -93,13 +96,12 @@ def task_instruction(given: str | None, directory: Path | None) -> str:
     return found
 
 
-def _read_file(path: str) -> bytes:
+def _read_file(path: str | Path, what: str, limit: int = MAX_TRAJECTORY_BYTES) -> bytes:
+    """A regular file of at most `limit` bytes (a FIFO or device is refused, not read)."""
     try:
-        return Path(path).read_bytes()
+        return read_regular(Path(path), what, limit, UsageError)
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def observation(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
@@ -110,10 +112,10 @@ def observation(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
         tree = None
         if args.a11y:
             try:
-                tree = _read_file(args.a11y).decode("utf-8")
+                tree = _read_file(args.a11y, "accessibility tree").decode("utf-8")
             except UnicodeDecodeError:
                 raise UsageError(f"{args.a11y} is not UTF-8 text") from None
-        screenshot = _read_file(args.screenshot) if args.screenshot else None
+        screenshot = _read_file(args.screenshot, "screenshot") if args.screenshot else None
         return {"screenshot": screenshot, "accessibility_tree": tree}, None
     if not args.observation:
         raise UsageError(

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import attrs
 
+from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
@@ -64,10 +65,12 @@ class OsworldTask:
 
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular(path, "task file", MAX_JSON_BYTES, TrajectoryError)
     except FileNotFoundError:
         raise TrajectoryError(f"no such task file: {path}") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
         raise TrajectoryError(f"cannot read {path}: {exc}") from None
     except RecursionError:
         raise TrajectoryError(f"cannot read {path}: its JSON is nested too deeply") from None

@@ -21,6 +21,7 @@ directory a valid `ReplayEnv` directory.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import logging
 import math
@@ -34,6 +35,7 @@ from typing import Any, Final, Protocol
 import attrs
 from returns.result import Failure, Result, Success
 
+from adapters._files import create_file, read_regular
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryError, TrajectoryExistsError
 from osharm_core import (
@@ -239,21 +241,29 @@ def _utc_now() -> datetime:
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
-    with path.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    """Write `data` to a new file at `path`, fsynced; never through a symbolic link nor over a
+    file already there (`TrajectoryError`), and removed again when the write fails."""
+    create_file(path, data, TrajectoryError)
 
 
 def _fsync_append(path: Path, data: bytes) -> None:
-    """Append `data` to the regular file `path` (made when missing) and fsync it.
+    """Append `data` to the regular file `path` (made when missing; a symbolic link there is
+    refused, not followed) and fsync it.
 
     When that fails part-way (a full disk), the file is cut back to its old
     length before the `OSError` is re-raised, so no half line is left for the
     next append to be glued onto.
     """
     # O_NONBLOCK: a FIFO planted at `path` fails at once instead of waiting for a reader.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError:
+        if not path.is_symlink():
+            raise
+        raise TrajectoryError(
+            f"{path} is not a regular file but a symbolic link; not appending through it"
+        ) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -277,44 +287,38 @@ def _read_regular(path: Path, what: str, limit: int | None = None) -> bytes:
 
     A FIFO (which would block) or a device such as /dev/zero (which never ends)
     is refused, not read. `FileNotFoundError` passes through; other `OSError`s
-    become `TrajectoryError`.
+    become `TrajectoryError` (see `adapters._files.read_regular`).
     """
     cap = MAX_TRAJECTORY_BYTES if limit is None else limit
+    return read_regular(path, what, cap, TrajectoryError)
+
+
+#: The names of a recording's step files (`overwrite` removes every file named so).
+STEP_FILES: Final = "step_[0-9]*.*"
+
+
+def recording_files(directory: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """What a `TrajectoryRecorder` on `directory` would write over: its `trajectory.jsonl` (first)
+    and the `step_*` files, symbolic links included (dangling or not); empty when there is none."""
+    folder = Path(directory)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
-        raise
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
     except OSError as exc:
-        raise TrajectoryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise TrajectoryError(f"{what} {path} is not a regular file")
-        if info.st_size > cap:
-            raise TrajectoryError(
-                f"{what} {path} is {info.st_size} bytes, over the {cap}-byte limit"
-            )
-        chunks: list[bytes] = []
-        size = 0
-        # Reads sized by fstat (one read, usually); one byte more than `cap` shows growth.
-        while chunk := os.read(fd, min(cap + 1 - size, max(info.st_size + 1 - size, 1 << 16))):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > cap:  # it grew since fstat
-                raise TrajectoryError(f"{what} {path} is over the {cap}-byte limit")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise TrajectoryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+        raise TrajectoryError(f"cannot list {folder}: {exc.strerror or exc}") from None
+    steps = [folder / name for name in names if fnmatch.fnmatchcase(name, STEP_FILES)]
+    return (folder / TRAJECTORY_FILE,) * (TRAJECTORY_FILE in names) + tuple(steps)
 
 
 class TrajectoryRecorder:
     """Writes a trajectory directory, one step at a time (an edge object: clock and files).
 
     `directory` is created when missing. A directory that already holds a
-    `trajectory.jsonl` raises `TrajectoryExistsError` unless `overwrite=True`,
-    which deletes that file and the `step_*` files beside it first. Steps are
+    `trajectory.jsonl` or `step_*` files raises `TrajectoryExistsError` unless
+    `overwrite=True`, which deletes them first (a symbolic link is removed, its
+    target left alone). Step files are created new, never written through a
+    link or over a file that appeared since. Steps are
     numbered from 1 for the recorder's lifetime (an agent reset does not
     restart the numbering, so file names never collide); the first step after
     a reset carries `"episode_step": 1`, so a rebuilt step's history starts
@@ -334,14 +338,21 @@ class TrajectoryRecorder:
         self._steps = 0
         self._episode_step = 0  # the last recorded step's place in its episode
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            if not overwrite:
-                raise TrajectoryExistsError(
-                    f"{self.path} already exists; choose another directory or overwrite it"
-                )
-            self.path.unlink()
-            for old in self.directory.glob("step_[0-9]*.*"):
-                old.unlink()
+        old = recording_files(self.directory)
+        if old and not overwrite:
+            held = (
+                f"{self.path} already exists"
+                if old[0] == self.path
+                else f"{self.directory} already holds step files ({old[0].name}, ...)"
+            )
+            raise TrajectoryExistsError(f"{held}; choose another directory or overwrite it")
+        for path in old:
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise TrajectoryError(
+                    f"cannot remove the old {path}: {exc.strerror or exc}"
+                ) from None
 
     @property
     def steps(self) -> int:
@@ -370,10 +381,10 @@ class TrajectoryRecorder:
         try:
             for name, data in contents.values():
                 if data is not None:
+                    _fsync_write(self.directory / name, data)
                     written.append(self.directory / name)
-                    _fsync_write(written[-1], data)
             _fsync_append(self.path, line)
-        except OSError:
+        except (OSError, TrajectoryError):
             for path in written:
                 path.unlink(missing_ok=True)
             raise

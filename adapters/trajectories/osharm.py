@@ -145,7 +145,10 @@ def _now() -> datetime:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """`data` written to a new `PATH.tmp` (whatever was at that name, a link included, is
+    removed first, never followed), then renamed over `path`."""
     temporary = path.with_name(path.name + ".tmp")
+    temporary.unlink(missing_ok=True)
     _fsync_write(temporary, data)
     temporary.replace(path)
 

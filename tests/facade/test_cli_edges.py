@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import stamina
@@ -203,3 +205,130 @@ def test_small_render_and_key_mistakes_are_named(
     monkeypatch.setattr(sys, "stdout", GoneReader())
     assert main(["render", str(EXAMPLE), "--json"]) == 141  # `| head`: quiet, as shell tools
     assert capsys.readouterr().err == ""
+
+
+def _three_tasks(tmp_path: Path) -> list[Path]:
+    tasks = [observation_folder(tmp_path / name) for name in ("t1", "t2", "t3")]
+    for task in tasks:
+        (task / "task.json").write_text(json.dumps({"instruction": f"Do {task.name}"}))
+    return tasks
+
+
+def _not_utf8(path: Path) -> None:
+    path.write_bytes(b"\xff\xfe<a/>")
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("spoil", [_not_utf8, _fifo], ids=["not-utf8", "fifo"])
+@pytest.mark.parametrize("which", [0, 1], ids=["first", "second"])
+def test_a_jsonl_task_whose_observation_cannot_be_read_fails_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spoil: Any, which: int
+) -> None:
+    """As with --format osharm, the task fails and the run goes on to the next one, summary and
+    all (the first observation used to be read outside the per-task error handling)."""
+    tasks = _three_tasks(tmp_path)
+    spoil(sorted(tasks[1].glob("*.xml"))[which])
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE")))
+    argv = ["run", *map(str, tasks), "--model", f"replay:{script}"]
+    argv += ["--observation-type", "a11y_tree", "--out", str(tmp_path / "out")]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert f"summary [t2]: {which} step(s), observation 0{which + 1}_" in out
+    assert " unreadable: " in out
+    for name in ("t1", "t3"):
+        assert f"summary [{name}]: 2 step(s), ended with DONE" in out
+    assert "summary (run): " in out
+
+
+def _recording_dir(tmp_path: Path) -> Path:
+    """A recorded run that is also a task directory (its step files are observations)."""
+    recorded = tmp_path / "rec"
+    shutil.copytree(EXAMPLE, recorded)
+    return recorded
+
+
+@pytest.mark.parametrize("out_format", ["jsonl", "osharm"])
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("out-is-the-task", "is the task directory"),
+        ("out-holds-the-tasks", "holds the task directory"),
+        ("out-inside-the-task", "is inside the task directory"),
+        ("out-links-to-the-task", "is the task directory"),
+        ("out-is-the-replay", "is the replay source"),
+        ("out-holds-the-replay-file", "holds the replay source"),
+        ("out-is-the-fork", "is the --fork source"),
+    ],
+)
+def test_an_out_that_overlaps_what_the_run_reads_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, said: str, out_format: str
+) -> None:
+    """--out is checked against the task directories and the replay and fork sources before
+    anything is written: with --overwrite the recording being replayed used to be deleted."""
+    task = _recording_dir(tmp_path)
+    replay = tmp_path / "replay"
+    shutil.copytree(EXAMPLE, replay)
+    tasks, model, fork = [task], f"replay:{replay}", []
+    out = {
+        "out-is-the-task": task,
+        "out-holds-the-tasks": tmp_path,
+        "out-inside-the-task": task / "sub",
+        "out-links-to-the-task": tmp_path / "link",
+        "out-is-the-replay": replay,
+        "out-holds-the-replay-file": replay,
+        "out-is-the-fork": replay,
+    }[case]
+    if case == "out-links-to-the-task":
+        out.symlink_to(task)
+    if case == "out-holds-the-tasks":
+        tasks.append(shutil.copytree(EXAMPLE, tmp_path / "other"))
+    if case == "out-holds-the-replay-file":
+        model = f"replay:{replay / 'trajectory.jsonl'}"
+    if case == "out-is-the-fork":
+        model, fork = f"replay:{EXAMPLE / 'trajectory.jsonl'}", ["--fork", str(replay)]
+    before = {p.name: p.read_bytes() for p in (*task.iterdir(), *replay.iterdir())}
+    argv = ["run", *map(str, tasks), "--model", model, *fork, "--out", str(out)]
+    code = main([*argv, "--overwrite", "--format", out_format])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"--out {out} {said}" in err
+    assert err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in (*task.iterdir(), *replay.iterdir())} == before
+    assert not (task / "sub").exists()
+
+
+def test_an_out_beside_what_the_run_reads_is_fine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = _recording_dir(tmp_path)
+    argv = ["run", str(task), "--model", f"replay:{task}", "--out", str(tmp_path / "recx")]
+    assert main(argv) == 0, capsys.readouterr().err
+
+
+def test_an_out_holding_step_files_is_refused_and_no_link_is_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Step files in --out count as a recording: refused without --overwrite (a symbolic link
+    step_0001.xml used to be written through to its target); --overwrite removes the link."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "step_0001.xml").symlink_to(victim)
+    (out / "step_0002.png").write_text("other")
+    argv = ["run", str(EXAMPLE), "--model", f"replay:{EXAMPLE / 'trajectory.jsonl'}"]
+    argv += ["--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{out} already holds step files (step_0001.xml, ...)" in err
+    assert "--overwrite" in err
+    assert (out / "step_0002.png").read_text() == "other"
+    assert main([*argv, "--overwrite"]) == 0
+    assert victim.read_text() == "precious"
+    assert not (out / "step_0001.xml").is_symlink()
+    assert (out / "step_0002.png").read_bytes().startswith(b"\x89PNG")

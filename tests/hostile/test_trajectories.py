@@ -24,10 +24,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters._files import create_file
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.contract import ModelResponse
-from adapters.errors import ReplayExhausted, TrajectoryError
+from adapters.errors import ReplayExhausted, TrajectoryError, TrajectoryExistsError
 from adapters.testing import FakeClient
 from adapters.trajectories import jsonl as recording
 from adapters.trajectories import rebuild
@@ -176,6 +177,110 @@ def test_an_append_to_something_not_a_file_is_refused(tmp_path: Path) -> None:
     writer = ResultWriter(tmp_path, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
     with pytest.raises(TrajectoryError, match=r"traj\.jsonl is not a regular file"):
         writer.error()
+
+
+# --- never through a link, never over a file ------------------------------------------
+
+
+@pytest.mark.parametrize("planted", ["link", "dangling-link", "file"])
+@pytest.mark.parametrize("name", ["step_0001.xml", "trajectory.jsonl"])
+def test_a_folder_holding_a_recording_s_files_is_refused_or_emptied(
+    tmp_path: Path, planted: str, name: str
+) -> None:
+    """Step files count as a recording as trajectory.jsonl does (they used to be written over,
+    and a link followed); overwrite=True removes them, a link without its target."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    target = {"link": victim, "dangling-link": tmp_path / "made", "file": None}[planted]
+    if target is None:
+        (out / name).write_text("old")
+    else:
+        (out / name).symlink_to(target)
+    with pytest.raises(TrajectoryExistsError, match="choose another directory or overwrite"):
+        TrajectoryRecorder(out)
+    assert (out / name).is_symlink() == (target is not None)
+    recorder = TrajectoryRecorder(out, overwrite=True)
+    recorder.record(_step("x"))
+    assert victim.read_text() == "precious"
+    assert not (tmp_path / "made").exists()
+    assert not any(p.is_symlink() for p in out.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == [
+        "step_0001.png",
+        "step_0001.xml",
+        "trajectory.jsonl",
+    ]
+
+
+def test_a_link_planted_while_recording_is_not_written_through(tmp_path: Path) -> None:
+    """A step file that appears after the recorder checked its folder is refused, not followed;
+    the step leaves nothing behind and the planted link is left as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    recorder = TrajectoryRecorder(out)
+    (out / "step_0001.xml").symlink_to(victim)
+    with pytest.raises(TrajectoryError, match=r"step_0001\.xml already exists; not writing over"):
+        recorder.record(_step("x"))
+    assert victim.read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == ["step_0001.xml"]
+    assert recorder.steps == 0
+
+
+def test_a_trajectory_file_that_is_a_link_is_not_appended_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    recorder = TrajectoryRecorder(tmp_path / "out")
+    (tmp_path / "out" / "trajectory.jsonl").symlink_to(victim)
+    with pytest.raises(TrajectoryError, match="not a regular file but a symbolic link"):
+        recorder.record(_step("x"))
+    assert victim.read_text() == "precious"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["trajectory.jsonl"]
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_result_folder_s_temporary_name_is_never_followed(tmp_path: Path, dangling: bool) -> None:
+    """better_log.json, result.txt and the screenshots are written to NAME.tmp and renamed: a
+    link planted at NAME.tmp is replaced, its target neither written nor made."""
+    victim = tmp_path / "victim.txt"
+    if not dangling:
+        victim.write_text("precious")
+    folder = tmp_path / "result"
+    writer = ResultWriter(folder, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
+    for name in ("step_0.png", "step_0.xml", "better_log.json", "result.txt"):
+        (folder / f"{name}.tmp").symlink_to(victim)
+    observation = {"screenshot": b"\x89PNG fake", "accessibility_tree": "<desktop-frame/>"}
+    writer.begin(observation)
+    writer.model_step("DONE", ["DONE"], observation)
+    writer.finish(1.0)
+    assert victim.exists() != dangling
+    if not dangling:
+        assert victim.read_text() == "precious"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "better_log.json",
+        "result.txt",
+        "step_0.png",
+        "step_0.xml",
+    ]
+    assert not any(p.is_symlink() for p in folder.iterdir())
+    assert (folder / "result.txt").read_text() == "1.0\n"
+
+
+def test_create_file_makes_a_new_file_or_nothing(tmp_path: Path) -> None:
+    """The one writer of new files: over nothing, never through a link, removed when cut short."""
+    create_file(tmp_path / "new", b"data")
+    assert (tmp_path / "new").read_bytes() == b"data"
+    with pytest.raises(ValueError, match="new already exists; not writing over it"):
+        create_file(tmp_path / "new", b"other")
+    assert (tmp_path / "new").read_bytes() == b"data"
+    (tmp_path / "link").symlink_to(tmp_path / "made")
+    with pytest.raises(TrajectoryError, match="link already exists"):
+        create_file(tmp_path / "link", b"x", TrajectoryError)
+    assert not (tmp_path / "made").exists()
+    with _disk_fills_at(10), pytest.raises(OSError, match="too large"):
+        create_file(tmp_path / "big", b"x" * 100)
+    assert not (tmp_path / "big").exists()
 
 
 # --- torn tails --------------------------------------------------------------------
