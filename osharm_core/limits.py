@@ -154,21 +154,13 @@ class Degradation:
         if not isinstance(dropped, list):
             raise StateError(f"'dropped_images' must be a list; got {type(dropped).__name__}")
         for turn in dropped:
-            if not _whole(turn, 1, MAX_CONFIG_INT):
-                raise StateError(
-                    f"'dropped_images' holds turn numbers from 1 to {MAX_CONFIG_INT}; "
-                    f"got {number_excerpt(turn)}"
-                )
+            _check_whole(turn, MAX_CONFIG_INT, "'dropped_images' holds turn numbers")
         if shot is not None:
             if not isinstance(shot, list) or len(shot) != 2:
                 what = f"{len(shot)} values" if isinstance(shot, list) else type(shot).__name__
                 raise StateError(f"'screenshot_size' must be null or [width, height]; got {what}")
             for side in shot:
-                if not _whole(side, 1, MAX_FRAME_SIDE):
-                    raise StateError(
-                        f"'screenshot_size' sides must be ints from 1 to {MAX_FRAME_SIDE}; "
-                        f"got {number_excerpt(side)}"
-                    )
+                _check_whole(side, MAX_FRAME_SIDE, "'screenshot_size' sides must be ints")
         if tokens is not None and not _whole(tokens, 1, MAX_CONFIG_INT):
             raise StateError(
                 f"'tree_tokens' must be null or an int from 1 to {MAX_CONFIG_INT}; "
@@ -186,3 +178,8 @@ class Degradation:
 def _whole(value: object, low: int, high: int) -> bool:
     """Whether `value` is an int (not a bool) from `low` to `high`."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _check_whole(value: object, high: int, what: str) -> None:
+    if not _whole(value, 1, high):
+        raise StateError(f"{what} from 1 to {high}; got {number_excerpt(value)}")

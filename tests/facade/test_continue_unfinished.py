@@ -27,6 +27,30 @@ PRESS = "Pressing.\n```python\npyautogui.press('enter')\n```"
 TASK = OsworldTask(domain="os", example_id="_one", instruction="Do it")
 
 
+def _continue(
+    results: Path,
+    desktop: Path,
+    replies: list[Any],
+    kill_at: int | None,
+    *,
+    config: AgentConfig = CONFIG,
+    budget: Budget | None = None,
+) -> tuple[FakeClient, Any]:
+    """One synchronous run of TASK with `continue_unfinished`: its model and its result."""
+    client = FakeClient(replies)
+    result = run_task_list(
+        [TASK],
+        config=config,
+        result_dir=results,
+        make_agent=lambda task: PromptAgent.from_config(config, client=client),
+        make_env=lambda task: KillingEnv(desktop, kill_at),
+        max_steps=5,
+        continue_unfinished=True,
+        budget=budget,
+    )
+    return client, result
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_killed_episode_continues_from_its_recorded_steps(tmp_path: Path, mode: str) -> None:
     desktop = observation_folder(tmp_path / "obs")
@@ -151,17 +175,7 @@ def test_steps_recorded_under_other_prompt_settings_are_redone_not_continued(
     results = tmp_path / "results"
 
     def run(config: AgentConfig, replies: list[str], kill_at: int | None) -> FakeClient:
-        client = FakeClient(replies)
-        run_task_list(
-            [TASK],
-            config=config,
-            result_dir=results,
-            make_agent=lambda task: PromptAgent.from_config(config, client=client),
-            make_env=lambda task: KillingEnv(desktop, kill_at),
-            max_steps=5,
-            continue_unfinished=True,
-        )
-        return client
+        return _continue(results, desktop, replies, kill_at, config=config)[0]
 
     with pytest.raises(Killed):
         run(CONFIG, [CLICK, PRESS, "DONE"], kill_at=2)
@@ -206,16 +220,8 @@ def test_a_continued_episode_under_a_dollar_cap_replays_its_record_for_free(
         )
 
     def run(replies: list[Any], kill_at: int | None) -> Any:
-        return run_task_list(
-            [TASK],
-            config=CONFIG,
-            result_dir=results,
-            make_agent=lambda task: PromptAgent.from_config(CONFIG, client=FakeClient(replies)),
-            make_env=lambda task: KillingEnv(desktop, kill_at),
-            max_steps=5,
-            continue_unfinished=True,
-            budget=Budget(max_episode_cost=1.0, prices=prices),
-        )
+        budget = Budget(max_episode_cost=1.0, prices=prices)
+        return _continue(results, desktop, replies, kill_at, budget=budget)[1]
 
     with pytest.raises(Killed):
         run([paid(CLICK), paid(PRESS), paid("DONE")], kill_at=2)
@@ -242,17 +248,7 @@ def test_a_hand_edited_record_with_odd_file_names_still_continues(
     folder = result_folder(results, CONFIG, "os", "_one")
 
     def run(replies: list[str], kill_at: int | None) -> FakeClient:
-        client = FakeClient(replies)
-        run_task_list(
-            [TASK],
-            config=CONFIG,
-            result_dir=results,
-            make_agent=lambda task: PromptAgent.from_config(CONFIG, client=client),
-            make_env=lambda task: KillingEnv(desktop, kill_at),
-            max_steps=5,
-            continue_unfinished=True,
-        )
-        return client
+        return _continue(results, desktop, replies, kill_at)[0]
 
     with pytest.raises(Killed):
         run([CLICK, PRESS, "DONE"], kill_at=2)
