@@ -655,6 +655,7 @@ class OSWorldServerEnv:
         partial = target.with_name(target.name + ".part")
         deadline = time.monotonic() + TRANSFER_SECONDS
         where = "POST /end_recording"
+        answered = False
         try:
             with (
                 cut_by(self._cutoff),
@@ -662,6 +663,7 @@ class OSWorldServerEnv:
                     self._http, "POST", self.base_url + "/end_recording", deadline=deadline
                 ) as response,
             ):
+                answered = True
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
                 with partial.open("wb") as out:
@@ -671,7 +673,9 @@ class OSWorldServerEnv:
                         raise EnvironmentFailure(f"POST /end_recording: the video {problem}")
             partial.replace(target)
         except httpx.HTTPError as exc:
-            raise failure(where, exc, deadline=deadline, seconds=TRANSFER_SECONDS) from None
+            raise failure(
+                where, exc, deadline=deadline, seconds=TRANSFER_SECONDS, answered=answered
+            ) from None
         except OSError as exc:
             raise EnvironmentFailure(f"cannot save the recording to {target}: {exc}") from None
         finally:

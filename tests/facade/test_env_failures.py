@@ -35,6 +35,7 @@ from adapters.runs.vm_setup import plan_setup
 from adapters.testing import FakeClient
 from osharm_core import AgentConfig
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
+from tests.adapters.raw import RawServer, answer
 from tests.facade.helpers import load, write_task_list
 from tests.facade.test_environments import (  # noqa: F401  (vm_server: the fixture)
     FakeDesktopEnv,
@@ -322,6 +323,46 @@ def test_a_wrapped_desktop_env_raising_in_reset_fails_only_that_task(tmp_path: P
     )
     assert [o.status for o in result] == ["finished", "failed", "finished"]
     assert result[1].detail == "reset: RuntimeError: setup step 'launch' failed"
+
+
+# --- numbers JSON cannot carry, malformed answers ----------------------------------------------
+
+
+def test_a_malformed_vm_answer_fails_only_its_episode(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """t1's VM answers /execute with a body cut short: reported in the step, the episode goes
+    on. t2's answers /accessibility with a bad header: t2 fails. Neither stops the run (both
+    were taken for a VM that gives no answer at all)."""
+    notes = load("mousepad_notes")
+    good = {
+        "/screenshot": answer(200, notes["screenshot"], "image/png"),
+        "/accessibility": answer(200, json.dumps({"AT": notes["accessibility_tree"]}).encode()),
+    }
+    cut_short = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{}"
+    bad_header = b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n{}"
+    with (
+        RawServer({**good, "/execute": cut_short}) as t1_vm,
+        RawServer({**good, "/accessibility": bad_header}) as t2_vm,
+    ):
+        urls = {"t0": vm_server.base_url, "t1": t1_vm.base_url, "t2": t2_vm.base_url}
+        for concurrent in (True, False):
+            result = _run(
+                tmp_path / str(concurrent),
+                PYAUTOGUI,
+                lambda _: [NOTHING, "DONE"],
+                lambda task: urls[task.example_id],
+                concurrent=concurrent,
+            )
+            assert [o.status for o in result] == ["finished", "finished", "failed"]
+            assert _traj(result, 1)[0]["info"]["error"].startswith(
+                "POST /execute: a malformed answer (RemoteProtocolError: peer closed connection"
+            )
+            assert result[2].detail == (
+                "GET /accessibility: a malformed answer (RemoteProtocolError: bad Content-Length)"
+            )
+        assert t1_vm.paths.count("/execute") == 2  # sent once per run: it may have run
 
 
 # --- lone surrogates ---------------------------------------------------------------------------
