@@ -289,6 +289,8 @@ DEFAULT_VM_RETRIES: Final = 3
 DEFAULT_VM_RETRY_WAIT: Final = 5.0
 #: How long a reverted VM's server may take to answer again (OSWorld's providers wait 300 s).
 DEFAULT_READY_TIMEOUT: Final = 300.0
+#: The longest `timeout` and `ready_timeout` accepted (a day).
+MAX_TIMEOUT: Final = 86400.0
 #: Seconds between two looks at a reverted VM, and the most one look may take.
 READY_POLL: Final = 2.0
 READY_POLL_TIMEOUT: Final = 10.0
@@ -409,7 +411,11 @@ class OSWorldServerEnv:
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed)
     or not whole within 180 s (`timeout` + 60 s when longer) of the request's
     start, however slowly it drips in, headers included; a download or the
-    recording gets 600 s. `abort()` ends a call under way at once.
+    recording gets 600 s. `timeout` is a number of seconds above 0 (at most
+    a day) that bounds connecting and each read; an `httpx.Timeout` is
+    refused (a `ConfigError`, as for any other bad value): pass an
+    `http_client` built with one for finer control (the answer's whole-call
+    limit still follows `timeout`). `abort()` ends a call under way at once.
     As OSWorld's controller does, a call is tried `retries` times (3),
     `retry_wait` seconds apart (5): reading the screenshot or the tree after
     any failure, a command only when it cannot have run (a connection that
@@ -454,11 +460,12 @@ class OSWorldServerEnv:
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        timeout = seconds_limit("timeout", timeout, high=MAX_TIMEOUT, above_zero=True)
         if revert is not None and not callable(revert):
             raise ConfigError(f"revert must be callable (e.g. a RevertCommand); got {revert!r}")
         self.revert = revert
         self.ready_timeout = seconds_limit(
-            "ready_timeout", ready_timeout, high=86400, above_zero=True
+            "ready_timeout", ready_timeout, high=MAX_TIMEOUT, above_zero=True
         )
         self.settle = _settle(settle)
         self.max_answer_bytes = byte_limit("max_answer_bytes", max_answer_bytes)

@@ -11,6 +11,7 @@ naming the call.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from adapters.errors import (
     ResponseTooLargeError,
 )
 from osharm_core import ConfigError
+from osharm_core.errors import excerpt
 
 #: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
 DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
@@ -57,17 +59,18 @@ def seconds_limit(
 ) -> float:
     """`value` as seconds when it is a finite number in 0..`high` (above 0 with
     `above_zero`), else a `ConfigError` naming `name` and the range."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        ok = False
-    else:
-        ok = (value > 0 if above_zero else value >= 0) and value <= high and value != math.inf
-    if not ok:
+    seconds = math.nan
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        with contextlib.suppress(OverflowError):  # an int too large for a float
+            seconds = float(value)
+    low_ok = seconds > 0 if above_zero else seconds >= 0
+    if not (low_ok and seconds <= high and math.isfinite(seconds)):
         if high == math.inf:
             span = "above 0" if above_zero else "of 0 or more"
         else:
             span = f"in (0, {high:g}]" if above_zero else f"in 0..{high:g}"
-        raise ConfigError(f"{name} must be a number of seconds {span}; got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+        raise ConfigError(f"{name} must be a number of seconds {span}; got {excerpt(value)}")
+    return seconds
 
 
 class VmUnanswered(EnvironmentFailure):

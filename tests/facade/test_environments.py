@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from adapters import (
@@ -338,6 +339,24 @@ def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> No
     for name in ("max_answer_bytes", "max_download_bytes", "max_recording_bytes"):
         with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1"):
             OSWorldServerEnv(vm_server.base_url, **{name: 0})
+
+
+@pytest.mark.parametrize(
+    "timeout",
+    [0, -1, float("nan"), float("inf"), 1e9, 10**400, None, "5", True, httpx.Timeout(5.0)],
+)
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_at_construction(
+    timeout: object,
+) -> None:
+    """Not deep in a socket call (-1, nan, inf), a TypeError (None, an httpx.Timeout), or
+    every call failing unanswered (0), which stops a whole run."""
+    with pytest.raises(
+        ConfigError, match=r"^timeout must be a number of seconds in \(0, 86400\]; got "
+    ):
+        OSWorldServerEnv("http://127.0.0.1:9", timeout=timeout)  # type: ignore[arg-type]
+    longest = OSWorldServerEnv("http://127.0.0.1:9", timeout=86400)
+    assert longest._answer_seconds == 86460
+    longest.close()
 
 
 def test_reads_are_tried_again_and_commands_only_when_they_cannot_have_run(
