@@ -48,6 +48,10 @@ def test_answers_nested_too_deeply_are_environment_failures(
     vm_server.enqueue(Reply(200, nested), path="/execute")
     with pytest.raises(EnvironmentFailure, match="POST /execute did not return JSON"):
         env.execute("pyautogui.click(1, 2)")
+    # Readable, but writing it to traj.jsonl from deeper in the stack might not be: refused.
+    vm_server.enqueue(Reply(200, b"[" * 200 + b"]" * 200), path="/execute")
+    with pytest.raises(EnvironmentFailure, match=r"^POST /execute: .*nested more than 32 levels"):
+        env.execute("pyautogui.click(1, 2)")
     vm_server.enqueue(Reply(200, nested), path="/accessibility")
     with pytest.raises(EnvironmentFailure, match="GET /accessibility did not return"):
         env.observe()
