@@ -742,6 +742,19 @@ _setup_step = st.one_of(
 )
 setup_configs = st.none() | st.lists(_setup_step, max_size=4) | request_bodies()
 
+#: A host name label: ASCII letters, digits and dashes, some non-ASCII letters, an `xn--`
+#: prefix (a punycode label, valid or not), from empty to past DNS's 63 characters.
+_host_labels = st.text(st.sampled_from("ab9-_é\u00df\u4e2d"), max_size=70) | st.text(
+    st.sampled_from("abz09-"), max_size=12
+).map("xn--{}".format)
+#: Download URLs whose host name may be anything IDNA refuses (tests/facade/test_vm_setup.py).
+download_urls = st.builds(
+    lambda scheme, labels, port: f"{scheme}://{'.'.join(labels)}{port}/f.docx",
+    st.sampled_from(["http", "https"]),
+    st.lists(_host_labels, min_size=1, max_size=4),
+    st.sampled_from(["", ":8080"]),
+)
+
 
 # --- out-of-range HTTP dates (tests/adapters/test_retry.py, test_limits.py) ------------------
 

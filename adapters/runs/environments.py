@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import math
 import os
 import threading
 import time
@@ -55,6 +56,7 @@ from adapters.runs.vm_setup import (
 )
 from adapters.runs.vm_tries import tries
 from osharm_core import Action, ConfigError, OsharmError
+from osharm_core.errors import excerpt, number_excerpt
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -129,6 +131,20 @@ def _settle(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
+def _finite_number(what: str, value: object) -> float:
+    """`value` as a float when it is a finite number, else an `EnvironmentFailure` saying
+    `what` it was (`evaluate returned nan, not a finite number`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EnvironmentFailure(f"{what} {type(value).__name__}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise EnvironmentFailure(f"{what} {number_excerpt(value)}, not a finite number")
+    return number
+
+
 def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """`method(*args, **kwargs)` of a wrapped `DesktopEnv`; an exception it raises that is not
     an `OsharmError` becomes an `EnvironmentFailure` naming `what` and the exception."""
@@ -177,28 +193,37 @@ class DesktopEnvAdapter:
         return _observation(_called("_get_obs", observe), "_get_obs")
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
-        """`DesktopEnv.step(action, pause)`, checked. An exception it raises (OSWorld's
-        controller raises one for a computer_13 action it does not know) becomes an
-        `EnvironmentFailure` naming it, so the task-list runners fail that episode and go
-        on, as OSWorld's runner fails that example; an `OsharmError` passes as it is."""
+        """`DesktopEnv.step(action, pause)`, checked: the reward must be a finite number and
+        `info` a mapping JSON can hold (its traj.jsonl line is strict JSON), nested at most
+        `MAX_ANSWER_DEPTH` deep, else an `EnvironmentFailure` says what was wrong. An
+        exception it raises (OSWorld's controller raises one for a computer_13 action it
+        does not know) becomes an `EnvironmentFailure` naming it, so the task-list runners
+        fail that episode and go on, as OSWorld's runner fails that example; an
+        `OsharmError` passes as it is."""
         result = _called("step", self.env.step, action, pause)
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
-        if isinstance(reward, bool) or not isinstance(reward, int | float):
-            raise EnvironmentFailure(f"step: reward is {type(reward).__name__}, not a number")
+        reward = _finite_number("step: reward is", reward)
         if info is not None and not isinstance(info, Mapping):
             raise EnvironmentFailure(f"step: info is {type(info).__name__}, not a mapping")
-        return _observation(obs, "step"), float(reward), bool(done), dict(info or {})
+        info = dict(info or {})
+        if _nested_past(info, MAX_ANSWER_DEPTH):
+            raise EnvironmentFailure(
+                f"step: info is nested more than {MAX_ANSWER_DEPTH} levels deep"
+            )
+        try:  # it goes in the step's traj.jsonl line, which is strict JSON
+            json.dumps(info, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise EnvironmentFailure(f"step: info cannot be written as JSON: {exc}") from None
+        return _observation(obs, "step"), reward, bool(done), info
 
     def evaluate(self) -> float | None:
-        """`DesktopEnv.evaluate()`, as a float (or None when it gives none)."""
+        """`DesktopEnv.evaluate()`, as a finite float (or None when it gives none)."""
         score = _called("evaluate", self.env.evaluate)
         if score is None:
             return None
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            raise EnvironmentFailure(f"evaluate returned {type(score).__name__}, not a number")
-        return float(score)
+        return _finite_number("evaluate returned", score)
 
     def close(self) -> None:
         """`DesktopEnv.close()`, when it has one."""
@@ -289,9 +314,13 @@ DEFAULT_VM_RETRIES: Final = 3
 DEFAULT_VM_RETRY_WAIT: Final = 5.0
 #: How long a reverted VM's server may take to answer again (OSWorld's providers wait 300 s).
 DEFAULT_READY_TIMEOUT: Final = 300.0
+#: The longest `timeout` and `ready_timeout` accepted (a day).
+MAX_TIMEOUT: Final = 86400.0
 #: Seconds between two looks at a reverted VM, and the most one look may take.
 READY_POLL: Final = 2.0
 READY_POLL_TIMEOUT: Final = 10.0
+#: The deepest nesting of lists and objects kept from an `/execute` answer (OSWorld's is flat).
+MAX_ANSWER_DEPTH: Final = 32
 #: What OSWorld's controller puts before every pyautogui action it runs on the desktop.
 PYAUTOGUI_PREFIX: Final = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 
@@ -370,11 +399,50 @@ def _tree(body: bytes) -> str | None:
     return tree
 
 
+class _NotFinite(ValueError):
+    """A number JSON cannot carry (`NaN`, `Infinity`, `1e999`), which Python's reader takes."""
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NotFinite(text)
+    return number
+
+
+def _refused(text: str) -> float:
+    raise _NotFinite(text)
+
+
+def _nested_past(value: object, limit: int) -> bool:
+    """Whether `value` nests lists (tuples) or dicts more than `limit` deep (or is cyclic)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _execute_answer(body: bytes) -> dict[str, Any]:
+    """`/execute`'s answer as the step's info will hold it (traj.jsonl is strict JSON):
+    numbers JSON cannot carry, and nesting past `MAX_ANSWER_DEPTH` (which writing it, from
+    deeper in the stack, might not take), are refused like text that is not JSON."""
     try:
-        answer = json.loads(body)
+        answer = json.loads(body, parse_constant=_refused, parse_float=_finite)
+    except _NotFinite as exc:
+        raise EnvironmentFailure(
+            f"POST /execute did not return JSON: it holds {excerpt(str(exc))}, not a finite number"
+        ) from None
     except (ValueError, RecursionError):
         raise EnvironmentFailure("POST /execute did not return JSON") from None
+    if _nested_past(answer, MAX_ANSWER_DEPTH):
+        raise EnvironmentFailure(
+            f"POST /execute: its answer is nested more than {MAX_ANSWER_DEPTH} levels deep"
+        )
     return answer if isinstance(answer, dict) else {"output": answer}
 
 
@@ -409,7 +477,11 @@ class OSWorldServerEnv:
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed)
     or not whole within 180 s (`timeout` + 60 s when longer) of the request's
     start, however slowly it drips in, headers included; a download or the
-    recording gets 600 s. `abort()` ends a call under way at once.
+    recording gets 600 s. `timeout` is a number of seconds above 0 (at most
+    a day) that bounds connecting and each read; an `httpx.Timeout` is
+    refused (a `ConfigError`, as for any other bad value): pass an
+    `http_client` built with one for finer control (the answer's whole-call
+    limit still follows `timeout`). `abort()` ends a call under way at once.
     As OSWorld's controller does, a call is tried `retries` times (3),
     `retry_wait` seconds apart (5): reading the screenshot or the tree after
     any failure, a command only when it cannot have run (a connection that
@@ -454,11 +526,12 @@ class OSWorldServerEnv:
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        timeout = seconds_limit("timeout", timeout, high=MAX_TIMEOUT, above_zero=True)
         if revert is not None and not callable(revert):
             raise ConfigError(f"revert must be callable (e.g. a RevertCommand); got {revert!r}")
         self.revert = revert
         self.ready_timeout = seconds_limit(
-            "ready_timeout", ready_timeout, high=86400, above_zero=True
+            "ready_timeout", ready_timeout, high=MAX_TIMEOUT, above_zero=True
         )
         self.settle = _settle(settle)
         self.max_answer_bytes = byte_limit("max_answer_bytes", max_answer_bytes)
@@ -655,6 +728,7 @@ class OSWorldServerEnv:
         partial = target.with_name(target.name + ".part")
         deadline = time.monotonic() + TRANSFER_SECONDS
         where = "POST /end_recording"
+        answered = False
         try:
             with (
                 cut_by(self._cutoff),
@@ -662,6 +736,7 @@ class OSWorldServerEnv:
                     self._http, "POST", self.base_url + "/end_recording", deadline=deadline
                 ) as response,
             ):
+                answered = True
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
                 with partial.open("wb") as out:
@@ -671,7 +746,9 @@ class OSWorldServerEnv:
                         raise EnvironmentFailure(f"POST /end_recording: the video {problem}")
             partial.replace(target)
         except httpx.HTTPError as exc:
-            raise failure(where, exc, deadline=deadline, seconds=TRANSFER_SECONDS) from None
+            raise failure(
+                where, exc, deadline=deadline, seconds=TRANSFER_SECONDS, answered=answered
+            ) from None
         except OSError as exc:
             raise EnvironmentFailure(f"cannot save the recording to {target}: {exc}") from None
         finally:

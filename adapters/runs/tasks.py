@@ -252,20 +252,28 @@ def _check_timeout(episode_timeout: float | None) -> None:
 
 #: What ends one episode as failed while the run goes on: its model call failed, its setup was
 #: refused or failed, its environment failed (`EnvironmentFailure`: an answer that cannot be
-#: read, a screenshot that is no PNG, ...), or it gave an observation that cannot be read (a
-#: cut-off tree) or that no request can fit. Not a desktop that is gone: see `_stops_run`.
+#: read, a screenshot that is no PNG, ...), it gave an observation that cannot be read (a
+#: cut-off tree) or that no request can fit, or a value its step record cannot hold (a
+#: `TrajectoryError`). Not a desktop that is gone, nor a folder that cannot be written: see
+#: `_stops_run`.
 _EPISODE_FAILURES: Final = (
     ModelCallError,
     EnvironmentFailure,
     ObservationError,
     RequestBudgetError,
+    TrajectoryError,
 )
 
 
 def _stops_run(exc: BaseException) -> bool:
-    """Whether an environment failure stops the whole run rather than failing its episode: a
+    """Whether an episode's failure stops the whole run rather than failing its episode: a
     VM that gives no answer at all, or that could not be restored to its snapshot (the next
-    task on it would fail the same way, or start on a dirty desktop)."""
+    task on it would fail the same way, or start on a dirty desktop); and a result folder
+    that cannot be written (every later task's would fail too). A step record refused for
+    a value in it that JSON cannot hold (an environment's `NaN` reward or `info`) costs only
+    its episode."""
+    if isinstance(exc, TrajectoryError):
+        return "cannot be written as JSON" not in str(exc)
     return isinstance(exc, VmUnanswered | RevertFailure)
 
 

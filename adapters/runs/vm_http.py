@@ -11,6 +11,7 @@ naming the call.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -20,8 +21,14 @@ import httpx
 
 from adapters.engine.body import BodyReader
 from adapters.engine.deadline import cut_short, stream_until
-from adapters.errors import EnvironmentFailure, ModelCallError, ResponseTooLargeError
+from adapters.errors import (
+    DeadlineExceededError,
+    EnvironmentFailure,
+    ModelCallError,
+    ResponseTooLargeError,
+)
 from osharm_core import ConfigError
+from osharm_core.errors import excerpt
 
 #: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
 DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
@@ -52,17 +59,18 @@ def seconds_limit(
 ) -> float:
     """`value` as seconds when it is a finite number in 0..`high` (above 0 with
     `above_zero`), else a `ConfigError` naming `name` and the range."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        ok = False
-    else:
-        ok = (value > 0 if above_zero else value >= 0) and value <= high and value != math.inf
-    if not ok:
+    seconds = math.nan
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        with contextlib.suppress(OverflowError):  # an int too large for a float
+            seconds = float(value)
+    low_ok = seconds > 0 if above_zero else seconds >= 0
+    if not (low_ok and seconds <= high and math.isfinite(seconds)):
         if high == math.inf:
             span = "above 0" if above_zero else "of 0 or more"
         else:
             span = f"in (0, {high:g}]" if above_zero else f"in 0..{high:g}"
-        raise ConfigError(f"{name} must be a number of seconds {span}; got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+        raise ConfigError(f"{name} must be a number of seconds {span}; got {excerpt(value)}")
+    return seconds
 
 
 class VmUnanswered(EnvironmentFailure):
@@ -144,12 +152,14 @@ def vm_answer(
     (from the request's start: connecting, headers and body); `where` names the call in any
     `EnvironmentFailure`. The thread's `Cutoff` (`cut_by`) ends it at once."""
     deadline = time.monotonic() + seconds
+    answered = False
     try:
         with stream_until(http, method, url, deadline=deadline, **kwargs) as response:
+            answered = True
             body = _read(response, limit=limit, deadline=deadline, setting="max_answer_bytes")
             return response.status_code, body
     except (httpx.HTTPError, httpx.InvalidURL, ModelCallError) as exc:
-        raise failure(where, exc, deadline=deadline, seconds=seconds) from None
+        raise failure(where, exc, deadline=deadline, seconds=seconds, answered=answered) from None
 
 
 def stopped(where: str) -> EnvironmentFailure:
@@ -157,21 +167,38 @@ def stopped(where: str) -> EnvironmentFailure:
     return EnvironmentFailure(f"{where}: stopped (its episode was stopped)")
 
 
-def failure(where: str, exc: Exception, *, deadline: float, seconds: float) -> EnvironmentFailure:
+#: What httpcore says when the server closes the connection before a whole status line and
+#: headers arrived: no answer at all (nothing came back to be malformed).
+_HUNG_UP: Final = "Server disconnected without sending a response"
+
+
+def failure(
+    where: str, exc: Exception, *, deadline: float, seconds: float, answered: bool = False
+) -> EnvironmentFailure:
     """The `EnvironmentFailure` of a VM call with `deadline` (`seconds` from its start) that
-    failed with `exc`: stopped, out of time, never sent (`VmUnanswered`, `sent=False`),
-    unanswered, or what the answer was."""
+    failed with `exc`; `answered`: the answer's status line and headers had arrived.
+
+    Stopped (its thread's `Cutoff`); no answer at all, a `VmUnanswered`: never sent
+    (`sent=False`: the connection did not open), no status line (a timeout, a connection
+    that broke or closed first), or an answer that did not finish by its deadline or stalled
+    (a hung server); else an answer that came but cannot be used (malformed: a bad status
+    line or header, a body cut short or past its limits), a plain `EnvironmentFailure`.
+    """
     if cut_short():
         return stopped(where)
-    if isinstance(exc, ModelCallError):
-        return EnvironmentFailure(f"{where}: {exc}")
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return VmUnanswered(f"{where}: {type(exc).__name__}: {exc}", sent=False)
-    if isinstance(exc, httpx.TransportError):
+    what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, httpx.RemoteProtocolError) and _HUNG_UP not in str(exc):
+        return EnvironmentFailure(f"{where}: a malformed answer ({what})")
+    hung = isinstance(exc, httpx.TimeoutException | DeadlineExceededError)
+    if hung or (not answered and isinstance(exc, httpx.TransportError)):
         if time.monotonic() >= deadline:
             return VmUnanswered(f"{where}: no whole answer by its deadline ({seconds:g} s in all)")
-        return VmUnanswered(f"{where}: {type(exc).__name__}: {exc}")
-    return EnvironmentFailure(f"{where}: {type(exc).__name__}: {exc}")
+        return VmUnanswered(f"{where}: {what}")
+    if isinstance(exc, ModelCallError):
+        return EnvironmentFailure(f"{where}: {exc}")
+    return EnvironmentFailure(f"{where}: {what}")
 
 
 __all__ = [

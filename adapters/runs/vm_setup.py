@@ -205,12 +205,28 @@ def _files(value: object) -> str | None:
             item["path"].encode("utf-8")
         except UnicodeEncodeError:
             return f"[{index}].path: holds a lone surrogate, which the upload cannot carry"
-        try:
-            scheme = httpx.URL(item["url"]).scheme
-        except (httpx.InvalidURL, TypeError, ValueError):
-            scheme = ""
-        if scheme not in ("http", "https"):
-            return f"[{index}].url: not an http(s) URL: {excerpt(item['url'])}"
+        problem = _url(item["url"])
+        if problem is not None:
+            return f"[{index}].url: {problem}: {excerpt(item['url'])}"
+    return None
+
+
+def _url(url: str) -> str | None:
+    """What keeps `url` from being fetched, found before anything is sent, or `None`."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "not an http(s) URL"
+    if parsed.scheme not in ("http", "https"):
+        return "not an http(s) URL"
+    try:
+        # httpx decodes an `xn--` label here and the socket layer IDNA-encodes the host
+        # to look it up: either refuses a label over 63 characters, an empty or a malformed one.
+        if not parsed.host:
+            return "no host name"
+        parsed.raw_host.decode("ascii").encode("idna")
+    except UnicodeError as exc:  # IDNAError and UnicodeDecodeError are UnicodeErrors
+        return f"a host name that cannot be looked up ({exc})"
     return None
 
 
@@ -560,6 +576,13 @@ class ServerSetup:
                     if failed is not None:
                         raise TaskSetupError(f"{where}: the file {failed}")
                     return
+            except (UnicodeError, httpx.InvalidURL) as exc:
+                # A host name (the URL's, or a redirect's) IDNA cannot encode, or a redirect
+                # to something that is no URL: trying again cannot help.
+                if cut_short():
+                    raise stopped(where) from None
+                host = " (its host, or a redirect's)" if isinstance(exc, UnicodeError) else ""
+                raise TaskSetupError(f"{where}{host}: {type(exc).__name__}: {exc}") from None
             except httpx.HTTPError as exc:
                 if cut_short():
                     raise stopped(where) from None

@@ -27,14 +27,17 @@ from adapters import (
 )
 from adapters.agent import PromptAgent
 from adapters.cli import main
+from adapters.errors import TrajectoryError
 from adapters.registry import client_for
 from adapters.runs import OsworldTask, RunResult, arun_task_list, run_task_list
+from adapters.runs.tasks import _stops_run
 from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_json import json_body
 from adapters.runs.vm_setup import plan_setup
 from adapters.testing import FakeClient
 from osharm_core import AgentConfig
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
+from tests.adapters.raw import RawServer, answer
 from tests.facade.helpers import load, write_task_list
 from tests.facade.test_environments import (  # noqa: F401  (vm_server: the fixture)
     FakeDesktopEnv,
@@ -322,6 +325,182 @@ def test_a_wrapped_desktop_env_raising_in_reset_fails_only_that_task(tmp_path: P
     )
     assert [o.status for o in result] == ["finished", "failed", "finished"]
     assert result[1].detail == "reset: RuntimeError: setup step 'launch' failed"
+
+
+# --- numbers JSON cannot carry, malformed answers ----------------------------------------------
+
+
+def test_an_execute_answer_holding_nan_is_reported_and_the_run_goes_on(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Python's JSON reader takes NaN, Infinity and 1e999 (as inf); traj.jsonl is strict JSON,
+    so such an answer in a step's info stopped the run (and every resume) as it was written."""
+    bodies = {
+        "t0": b'{"status": "success", "output": NaN, "returncode": 0}',
+        "t1": b'{"status": "success", "output": "", "returncode": -Infinity}',
+        "t2": b'{"status": "success", "output": [1e999], "returncode": 0}',
+    }
+
+    def execute(received: Received) -> Reply:
+        return Reply(200, bodies[received.json()["command"][2].rsplit(" ", 1)[-1]])
+
+    vm_server.route("POST", r"/execute", execute)
+
+    def replies(task: OsworldTask) -> list[str]:
+        return [f"```python\n# {task.example_id}\n```", "DONE"]
+
+    for concurrent in (True, False):
+        folder = tmp_path / str(concurrent)
+        result = _run(folder, PYAUTOGUI, replies, _url(vm_server), concurrent=concurrent)
+        assert [o.status for o in result] == ["finished"] * 3
+        for index, number in enumerate(("'NaN'", "'-Infinity'", "'1e999'")):
+            assert _traj(result, index)[0]["info"] == {
+                "error": f"POST /execute did not return JSON: it holds {number}, "
+                "not a finite number"
+            }
+
+
+def test_a_malformed_vm_answer_fails_only_its_episode(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """t1's VM answers /execute with a body cut short: reported in the step, the episode goes
+    on. t2's answers /accessibility with a bad header: t2 fails. Neither stops the run (both
+    were taken for a VM that gives no answer at all)."""
+    notes = load("mousepad_notes")
+    good = {
+        "/screenshot": answer(200, notes["screenshot"], "image/png"),
+        "/accessibility": answer(200, json.dumps({"AT": notes["accessibility_tree"]}).encode()),
+    }
+    cut_short = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{}"
+    bad_header = b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n{}"
+    with (
+        RawServer({**good, "/execute": cut_short}) as t1_vm,
+        RawServer({**good, "/accessibility": bad_header}) as t2_vm,
+    ):
+        urls = {"t0": vm_server.base_url, "t1": t1_vm.base_url, "t2": t2_vm.base_url}
+        for concurrent in (True, False):
+            result = _run(
+                tmp_path / str(concurrent),
+                PYAUTOGUI,
+                lambda _: [NOTHING, "DONE"],
+                lambda task: urls[task.example_id],
+                concurrent=concurrent,
+            )
+            assert [o.status for o in result] == ["finished", "finished", "failed"]
+            assert _traj(result, 1)[0]["info"]["error"].startswith(
+                "POST /execute: a malformed answer (RemoteProtocolError: peer closed connection"
+            )
+            assert result[2].detail == (
+                "GET /accessibility: a malformed answer (RemoteProtocolError: bad Content-Length)"
+            )
+        assert t1_vm.paths.count("/execute") == 2  # sent once per run: it may have run
+
+
+class NotFiniteEnv:
+    """An environment of the user's own (no `DesktopEnvAdapter` to check it) whose step gives
+    a NaN reward for task t1."""
+
+    def __init__(self, task: OsworldTask) -> None:
+        self.task = task
+
+    def reset(self, task_config: Any = None, **_: Any) -> Any:
+        return load("mousepad_notes")
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        reward = float("nan") if self.task.example_id == "t1" else 0.0
+        return load("mousepad_notes"), reward, action == "DONE", {}
+
+    def evaluate(self) -> float:
+        return 1.0
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_step_record_json_cannot_hold_fails_only_its_episode(tmp_path: Path) -> None:
+    """The backstop: the result writer refuses the NaN reward (traj.jsonl is strict JSON), and
+    that episode fails instead of the run stopping there (and on every resume)."""
+
+    def agent(_: OsworldTask) -> PromptAgent:
+        return PromptAgent.from_config(PYAUTOGUI, client=FakeClient([NOTHING, "DONE"]))
+
+    common: dict[str, Any] = {"config": PYAUTOGUI, "make_agent": agent, "max_steps": 3}
+    results = [
+        run_task_list(_tasks(3), result_dir=tmp_path / "sync", make_env=NotFiniteEnv, **common),
+        asyncio.run(
+            arun_task_list(
+                _tasks(3),
+                result_dir=tmp_path / "async",
+                make_env=lambda task: in_thread(NotFiniteEnv(task)),
+                **common,
+            )
+        ),
+    ]
+    for result in results:
+        assert [o.status for o in result] == ["finished", "failed", "finished"]
+        assert result[1].detail.startswith("step 1's action cannot be written as JSON: ")
+        assert _traj(result, 1) == [{"Error": "Time limit exceeded in os/t1"}]
+        assert not (result[1].folder / "result.txt").exists()  # a rerun redoes it
+
+
+def test_a_result_folder_that_cannot_be_written_still_stops_the_run(tmp_path: Path) -> None:
+    """Unlike a value JSON cannot hold, a folder whose traj.jsonl is no regular file (here a
+    link to /dev/null) or cannot be made would fail every later task the same way."""
+
+    class Sabotaging(NotFiniteEnv):
+        def step(self, action: Any, pause: float = 0) -> Any:
+            (folder,) = tmp_path.rglob(self.task.example_id)
+            (folder / "traj.jsonl").symlink_to("/dev/null")
+            return load("mousepad_notes"), 0.0, True, {}
+
+    def agent(_: OsworldTask) -> PromptAgent:
+        return PromptAgent.from_config(PYAUTOGUI, client=FakeClient([NOTHING]))
+
+    with pytest.raises(TrajectoryError, match="is not a regular file"):
+        run_task_list(
+            _tasks(2),
+            config=PYAUTOGUI,
+            result_dir=tmp_path,
+            make_agent=agent,
+            make_env=Sabotaging,
+            max_steps=3,
+        )
+    assert not list(tmp_path.rglob("t1"))  # the run stopped before it
+    full = TrajectoryError("cannot make the result folder /r/os/t1: [Errno 28] No space left")
+    assert _stops_run(full)
+    assert not _stops_run(TrajectoryError("step 2's action cannot be written as JSON: x"))
+
+
+def test_a_wrapped_desktop_env_scoring_nan_fails_that_task_and_it_is_redone(
+    tmp_path: Path,
+) -> None:
+    """A NaN score was written as `nan` in result.txt: the task counted as done, never redone."""
+
+    def env(task: OsworldTask) -> DesktopEnvAdapter:
+        score = float("nan") if task.example_id == "t1" else 1.0
+        return DesktopEnvAdapter(FakeDesktopEnv(evaluate=score), settle=0)
+
+    def run() -> RunResult:
+        return run_task_list(
+            _tasks(3),
+            config=PYAUTOGUI,
+            result_dir=tmp_path,
+            make_agent=lambda _: PromptAgent.from_config(PYAUTOGUI, client=FakeClient(["DONE"])),
+            make_env=env,
+            max_steps=2,
+        )
+
+    first = run()
+    assert [(o.status, o.score) for o in first] == [
+        ("finished", 1.0),
+        ("failed", None),
+        ("finished", 1.0),
+    ]
+    assert first[1].detail == "evaluate returned nan, not a finite number"
+    assert not (first[1].folder / "result.txt").exists()
+    assert [o.status for o in run()] == ["skipped", "failed", "skipped"]
 
 
 # --- lone surrogates ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from adapters import (
@@ -112,6 +113,21 @@ def test_the_adapter_lets_the_desktop_settle_after_reset_then_observes_again() -
         ({"step": (None, 0.0, False)}, r"\(observation, reward, done, info\)"),
         ({"step": ({}, "zero", False, {})}, "reward is str"),
         ({"evaluate": "great"}, "evaluate returned str"),
+        # Not finite: result.txt would say `nan` and the task count as done; traj.jsonl is
+        # strict JSON, so the step's line could not be written.
+        ({"evaluate": float("nan")}, r"^evaluate returned nan, not a finite number$"),
+        ({"evaluate": float("-inf")}, r"^evaluate returned -inf, not a finite number$"),
+        ({"evaluate": 10**400}, r"^evaluate returned 1000.*\(401 characters\), not a finite"),
+        ({"step": ({}, float("nan"), False, {})}, r"^step: reward is nan, not a finite number$"),
+        ({"step": ({}, float("inf"), False, {})}, r"^step: reward is inf, not a finite number$"),
+        (
+            {"step": ({}, 0, False, {"x": [float("inf")]})},
+            r"^step: info cannot be written as JSON: Out of range float",
+        ),
+        (
+            {"step": ({}, 0, False, {"x": {1, 2}})},
+            r"^step: info cannot be written as JSON: Object of type set",
+        ),
     ],
 )
 def test_a_misbehaving_environment_is_a_typed_error(override: dict[str, Any], message: str) -> None:
@@ -124,6 +140,17 @@ def test_a_misbehaving_environment_is_a_typed_error(override: dict[str, Any], me
 
     with pytest.raises(EnvironmentFailure, match=message):
         drive()
+
+
+def test_an_info_nested_too_deeply_for_the_record_is_a_typed_error() -> None:
+    """Writing the step's line, from deeper in the stack, might raise a RecursionError."""
+    deep: list[Any] = []
+    for _ in range(200):
+        deep = [deep]
+    info = {"x": deep}
+    env = DesktopEnvAdapter(FakeDesktopEnv(step=(load("mousepad_notes"), 0, False, info)))
+    with pytest.raises(EnvironmentFailure, match=r"^step: info is nested more than 32 levels"):
+        env.step("WAIT")
 
 
 def test_the_async_form_drives_an_episode_without_blocking_the_loop() -> None:
@@ -338,6 +365,24 @@ def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> No
     for name in ("max_answer_bytes", "max_download_bytes", "max_recording_bytes"):
         with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1"):
             OSWorldServerEnv(vm_server.base_url, **{name: 0})
+
+
+@pytest.mark.parametrize(
+    "timeout",
+    [0, -1, float("nan"), float("inf"), 1e9, 10**400, None, "5", True, httpx.Timeout(5.0)],
+)
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_at_construction(
+    timeout: object,
+) -> None:
+    """Not deep in a socket call (-1, nan, inf), a TypeError (None, an httpx.Timeout), or
+    every call failing unanswered (0), which stops a whole run."""
+    with pytest.raises(
+        ConfigError, match=r"^timeout must be a number of seconds in \(0, 86400\]; got "
+    ):
+        OSWorldServerEnv("http://127.0.0.1:9", timeout=timeout)  # type: ignore[arg-type]
+    longest = OSWorldServerEnv("http://127.0.0.1:9", timeout=86400)
+    assert longest._answer_seconds == 86460
+    longest.close()
 
 
 def test_reads_are_tried_again_and_commands_only_when_they_cannot_have_run(

@@ -12,9 +12,12 @@ import pytest
 
 from adapters import DesktopEnvAdapter, EnvironmentFailure, OSWorldServerEnv, TaskSetupError
 from adapters.cli import main
-from adapters.runs.vm_http import vm_answer
+from adapters.runs.tasks import _stops_run
+from adapters.runs.vm_http import VmUnanswered, vm_answer
 from adapters.runs.vm_setup import plan_setup
 from tests.adapters.loopback import LoopbackServer, Reply
+from tests.adapters.raw import RawServer, answer
+from tests.facade.helpers import load
 from tests.facade.test_env_url import _args
 from tests.facade.test_environments import FakeDesktopEnv, serve_vm, vm_server  # noqa: F401
 
@@ -44,6 +47,10 @@ def test_answers_nested_too_deeply_are_environment_failures(
     env = OSWorldServerEnv(vm_server.base_url, timeout=5.0, retries=1)
     vm_server.enqueue(Reply(200, nested), path="/execute")
     with pytest.raises(EnvironmentFailure, match="POST /execute did not return JSON"):
+        env.execute("pyautogui.click(1, 2)")
+    # Readable, but writing it to traj.jsonl from deeper in the stack might not be: refused.
+    vm_server.enqueue(Reply(200, b"[" * 200 + b"]" * 200), path="/execute")
+    with pytest.raises(EnvironmentFailure, match=r"^POST /execute: .*nested more than 32 levels"):
         env.execute("pyautogui.click(1, 2)")
     vm_server.enqueue(Reply(200, nested), path="/accessibility")
     with pytest.raises(EnvironmentFailure, match="GET /accessibility did not return"):
@@ -131,3 +138,59 @@ def test_vm_urls_are_checked_and_one_worker_per_vm_by_default(
         assert main(argv) == 0
         assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
         assert [r for r in other.requests if r.path == "/execute"]  # each VM given ran episodes
+
+
+# --- an answer that came, malformed, is not "no answer" ----------------------------------------
+
+_HEAD_200 = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+#: Answers that arrived but cannot be used: each fails its call, not the run.
+MALFORMED = {
+    "a bad status line": b"HTTP/1.1 2OO OK\r\n\r\n",
+    "a bad Content-Length": _HEAD_200 + b"Content-Length: abc\r\n\r\n{}",
+    "a body shorter than declared": _HEAD_200 + b'Content-Length: 99\r\n\r\n{"AT": ""}',
+    "a connection reset after the head": _HEAD_200 + b'Content-Length: 99\r\n\r\n{"AT": ',
+}
+#: No answer at all: the server closed the connection before a whole status line.
+UNANSWERED = {"nothing": b"", "half a status line": b"HTTP/1.1 20"}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED) + list(UNANSWERED))
+def test_a_malformed_answer_fails_its_call_and_only_no_answer_stops_the_run(case: str) -> None:
+    """A VM that answered, badly (a bad status line or header, a body cut short or reset),
+    gives a plain EnvironmentFailure naming the endpoint: its episode fails, the run goes
+    on. Only no answer at all is a VmUnanswered, which stops the run."""
+    screenshot = answer(200, load("mousepad_notes")["screenshot"], "image/png")
+    sent = {**MALFORMED, **UNANSWERED}[case]
+    reset = ["/accessibility"] if "reset" in case else []
+    with RawServer({"/screenshot": screenshot, "/accessibility": sent}, reset=reset) as vm:
+        env = OSWorldServerEnv(vm.base_url, timeout=5.0, retries=1, screen_size=(64, 48))
+        with pytest.raises(EnvironmentFailure, match=r"^GET /accessibility: ") as caught:
+            env.observe()
+        env.close()
+    if case in MALFORMED:
+        assert not isinstance(caught.value, VmUnanswered), caught.value
+        assert not _stops_run(caught.value)
+        kind = "ReadError: " if "reset" in case else "a malformed answer (RemoteProtocolError: "
+        assert kind in str(caught.value)
+    else:
+        assert isinstance(caught.value, VmUnanswered), caught.value
+        assert _stops_run(caught.value)
+
+
+@pytest.mark.parametrize("trickle", [0.3, 0.0005])
+def test_an_answer_still_arriving_at_its_deadline_is_no_answer(
+    vm_server: LoopbackServer,  # noqa: F811
+    trickle: float,
+) -> None:
+    """A hung server: a body that stalls between bytes (each read times out) and one that
+    keeps coming (the body reader sees the deadline pass) are both unanswered, so the run stops."""
+    vm_server.enqueue(Reply(200, b"x" * 10_000, trickle=trickle), path="/screenshot")
+    with httpx.Client(timeout=5.0) as http, pytest.raises(VmUnanswered, match="deadline"):
+        vm_answer(
+            http,
+            "GET",
+            vm_server.base_url + "/screenshot",
+            where="GET /screenshot",
+            limit=100_000,
+            seconds=0.5,
+        )

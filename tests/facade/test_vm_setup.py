@@ -9,18 +9,23 @@ from email.policy import HTTP
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given, settings
 
 from adapters import EnvironmentFailure, OSWorldServerEnv, TaskSetupError
+from adapters.agent import PromptAgent
 from adapters.cli import main
+from adapters.runs import OsworldTask, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
 from adapters.runs.vm_setup import DOWNLOAD_WAITS, MAX_UNTIL_TRIES, plan_setup
+from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder
+from osharm_core import AgentConfig
 from tests.adapters.loopback import LoopbackServer, Received, Reply
 from tests.facade.helpers import load
 from tests.facade.test_environments import vm_server  # noqa: F401  (the fixture)
-from tests.strategies import setup_configs
+from tests.strategies import download_urls, setup_configs
 
 SETUP_ROUTES = (
     "launch",
@@ -237,6 +242,10 @@ def test_host_side_setup_types_are_refused_before_anything_runs(vm: LoopbackServ
         ([_step("download", files=[{"url": "http://h/x"}])], r"files\[0\]: expected an object with exactly url and path"),
         ([_step("download", files=[{"url": "file:///etc/passwd", "path": "/tmp/p"}])], r"files\[0\]\.url: not an http\(s\) URL"),
         ([_step("download", files=[{"url": "http://h/x", "path": 7}])], r"files\[0\]\.path: expected a non-empty string"),
+        ([_step("download", files=[{"url": "http://" + "a" * 64 + ".example/f", "path": "/tmp/p"}])], r"files\[0\]\.url: a host name that cannot be looked up \(.*label.*\): 'http://aaa"),
+        ([_step("download", files=[{"url": "http://a..b/f", "path": "/tmp/p"}])], r"files\[0\]\.url: a host name that cannot be looked up"),
+        ([_step("download", files=[{"url": "http://xn--/f", "path": "/tmp/p"}])], r"files\[0\]\.url: a host name that cannot be looked up \(Malformed A-label"),
+        ([_step("download", files=[{"url": "https:///f", "path": "/tmp/p"}])], r"files\[0\]\.url: no host name: 'https:///f'"),
     ],
 )  # fmt: skip
 def test_bad_setup_steps_are_named_and_nothing_is_sent(
@@ -258,6 +267,77 @@ def test_any_config_is_planned_or_refused_with_an_environment_failure(config: ob
     except EnvironmentFailure:
         return
     assert all(isinstance(step.params, dict) for step in steps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(download_urls)
+def test_a_download_url_is_refused_in_the_plan_or_its_host_can_be_looked_up(url: str) -> None:
+    """Whatever the host (labels too long, empty, `xn--` ones that decode to nothing, non-ASCII),
+    the plan refuses the URL as a task mistake or the request can be built and its host name
+    encoded as the socket layer encodes it to look it up: never a raw UnicodeError mid-run."""
+    files = [{"url": url, "path": "/tmp/f"}]
+    try:
+        plan_setup([_step("download", files=files)])
+    except TaskSetupError as refused:
+        refusal = str(refused)
+    else:
+        refusal = ""
+    if refusal:
+        assert "files[0].url: " in refusal
+        return
+    with httpx.Client() as client:
+        request = client.build_request("GET", url)
+    request.url.raw_host.decode("ascii").encode("idna")
+
+
+def test_a_redirect_to_a_host_that_cannot_be_looked_up_fails_the_task_not_the_run(
+    vm: LoopbackServer, files: LoopbackServer, tmp_path: Path
+) -> None:
+    """The task file's URL is fine; its server redirects to a host name IDNA cannot encode
+    (httpx raises a UnicodeError or IDNAError, outside its own error types)."""
+    targets = {"long": "http://" + "a" * 64 + ".example/f", "xn": "http://xn--/f"}
+    for name, target in targets.items():
+        files.route("GET", f"/files/{name}", lambda _, t=target: Reply(302, b"", {"location": t}))
+    env, _ = _env(vm)
+    try:
+        for name, error in (("long", "UnicodeError: encoding with 'idna'"), ("xn", "IDNAError")):
+            url = f"{files.base_url}/files/{name}"
+            files.reset()
+            download = _step("download", files=[{"url": url, "path": "/x"}])
+            with pytest.raises(TaskSetupError) as caught:
+                env.reset({"id": "t1", "config": [download]})
+            assert str(caught.value).startswith(
+                f"task 't1': setup config[0] (download): GET '{url}' "
+                f"(its host, or a redirect's): {error}"
+            )
+            assert len(files.requests) == 1  # no try again: it cannot pass
+    finally:
+        env.close()
+    assert _setup_requests(vm) == []
+
+    def task(example_id: str, url: str) -> OsworldTask:
+        config = {
+            "id": example_id,
+            "config": [_step("download", files=[{"url": url, "path": "/x"}])],
+        }
+        return OsworldTask(domain="os", example_id=example_id, instruction="Do it", config=config)
+
+    tasks = [
+        task("t0", files.base_url + "/files/report.docx"),
+        task("t1", files.base_url + "/files/long"),
+        task("t2", files.base_url + "/files/report.docx"),
+    ]
+    config = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
+    result = run_task_list(
+        tasks,
+        config=config,
+        result_dir=tmp_path,
+        make_agent=lambda _: PromptAgent.from_config(config, client=FakeClient(["DONE"])),
+        make_env=lambda _: OSWorldServerEnv(vm.base_url, timeout=5.0, settle=0),
+        max_steps=2,
+    )
+    assert [o.status for o in result] == ["finished", "failed", "finished"]
+    assert result[1].detail.startswith("task 't1': setup config[0] (download): GET ")
 
 
 # --- failing steps ----------------------------------------------------------------------------
