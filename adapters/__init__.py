@@ -47,6 +47,7 @@ from adapters.errors import (
     TrajectoryError,
     TrajectoryExistsError,
     UnsupportedComputerAction,
+    UnwritableRecord,
     UsageError,
 )
 from adapters.providers.anthropic import AnthropicProvider
@@ -159,6 +160,7 @@ __all__ = [
     "TrajectoryFile",
     "TrajectoryRecorder",
     "UnsupportedComputerAction",
+    "UnwritableRecord",
     "Usage",
     "UsageError",
     "UsageTotals",

@@ -33,6 +33,7 @@ OsharmError                                   (osharm_core.errors)
 │   ├── TaskSetupError                        a task's setup was refused or failed (that task fails, the run goes on)
 │   └── RevertFailure                         a VM could not be restored to its snapshot (the run stops)
 ├── TrajectoryError (ValueError)              trajectory and observation-directory I/O
+│   └── UnwritableRecord                      a value given for a record JSON cannot hold (that episode fails)
 ├── TrajectoryExistsError (FileExistsError)   a recording would overwrite a trajectory
 └── UsageError (ValueError)                   a command line that cannot be run
     └── AgentBusyError                        a second step on an agent with one in flight
@@ -260,6 +261,12 @@ class TrajectoryError(OsharmError, ValueError):
     """A trajectory file or an observation directory is missing, malformed, or used up."""
 
 
+class UnwritableRecord(TrajectoryError):
+    """A value given for a trajectory or result-folder record cannot be written as JSON (a
+    `NaN`, an object JSON has no form for, nesting past the encoder's depth): the fault of
+    whoever gave it (an environment's reward or info), not of the disk."""
+
+
 class TrajectoryExistsError(OsharmError, FileExistsError):
     """The recording directory already holds a trajectory (pass `overwrite=True` to replace it)."""
 
@@ -311,5 +318,6 @@ __all__ = [
     "TrajectoryError",
     "TrajectoryExistsError",
     "UnsupportedComputerAction",
+    "UnwritableRecord",
     "UsageError",
 ]

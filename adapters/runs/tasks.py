@@ -33,6 +33,7 @@ from adapters.errors import (
     ModelCallError,
     RevertFailure,
     TrajectoryError,
+    UnwritableRecord,
 )
 from adapters.runs.environments import ENV_EXECUTOR
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
@@ -273,7 +274,7 @@ def _stops_run(exc: BaseException) -> bool:
     a value in it that JSON cannot hold (an environment's `NaN` reward or `info`) costs only
     its episode."""
     if isinstance(exc, TrajectoryError):
-        return "cannot be written as JSON" not in str(exc)
+        return not isinstance(exc, UnwritableRecord)
     return isinstance(exc, VmUnanswered | RevertFailure)
 
 
@@ -503,7 +504,8 @@ async def arun_task(
 
     Skipped when its folder is finished, else redone from its start; a model
     failure, a refused or failed setup (`TaskSetupError`), another
-    `EnvironmentFailure`, an unreadable observation or passing
+    `EnvironmentFailure`, an unreadable observation, a value from the
+    environment that no record can hold (`UnwritableRecord`) or passing
     `episode_timeout` ends it as failed, with the error
     line; anything else (a VM that gives no answer, or could not be reverted)
     propagates and leaves it unfinished. The limit cannot

@@ -37,7 +37,7 @@ from returns.result import Failure, Result, Success
 
 from adapters._files import create_file, read_regular
 from adapters.contract import ModelResponse, Usage
-from adapters.errors import TrajectoryError, TrajectoryExistsError
+from adapters.errors import TrajectoryError, TrajectoryExistsError, UnwritableRecord
 from osharm_core import (
     Action,
     AgentConfig,
@@ -439,8 +439,8 @@ def _json_line(value: Any, what: str) -> bytes:
     """`value` as one line of UTF-8 JSON: readable text, or escapes where text is not valid Unicode."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TrajectoryError(f"{what} cannot be written as JSON: {exc}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: \uXXXX escapes round-trip them

@@ -27,7 +27,7 @@ from adapters import (
 )
 from adapters.agent import PromptAgent
 from adapters.cli import main
-from adapters.errors import TrajectoryError
+from adapters.errors import TrajectoryError, UnwritableRecord
 from adapters.registry import client_for
 from adapters.runs import OsworldTask, RunResult, arun_task_list, run_task_list
 from adapters.runs.tasks import _stops_run
@@ -470,7 +470,10 @@ def test_a_result_folder_that_cannot_be_written_still_stops_the_run(tmp_path: Pa
     assert not list(tmp_path.rglob("t1"))  # the run stopped before it
     full = TrajectoryError("cannot make the result folder /r/os/t1: [Errno 28] No space left")
     assert _stops_run(full)
-    assert not _stops_run(TrajectoryError("step 2's action cannot be written as JSON: x"))
+    assert not _stops_run(UnwritableRecord("step 2's action cannot be written as JSON: x"))
+    assert _stops_run(
+        TrajectoryError("step 2's action cannot be written as JSON: x")
+    )  # kind, not words
 
 
 def test_a_wrapped_desktop_env_scoring_nan_fails_that_task_and_it_is_redone(
