@@ -414,8 +414,9 @@ def run_task_list(
     (the environment's `reset(task_config=...)` gives the first observation).
     A model-call failure, a task whose setup steps were refused or failed
     (`TaskSetupError`), any other `EnvironmentFailure` (an answer the desktop
-    gave that cannot be read), or an observation that cannot be read or fitted
-    into a request, ends that task with the error line and the run goes on
+    gave that cannot be read), an observation that cannot be read or fitted
+    into a request, or a value from the environment that no record can hold
+    (`UnwritableRecord`), ends that task with the error line and the run goes on
     to the next; anything else (a kill, a VM that gives no answer at all or
     could not be reverted, an exception that is not an `OsharmError`)
     propagates and leaves the task unfinished, to be redone by the next run. `listener` (see
