@@ -576,9 +576,9 @@ class ServerSetup:
                     if failed is not None:
                         raise TaskSetupError(f"{where}: the file {failed}")
                     return
-            except (UnicodeError, httpx.InvalidURL) as exc:
+            except (UnicodeError, httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
                 # A host name (the URL's, or a redirect's) IDNA cannot encode, or a redirect
-                # to something that is no URL: trying again cannot help.
+                # to something that is no http(s) URL (`file://`): trying again cannot help.
                 if cut_short():
                     raise stopped(where) from None
                 host = " (its host, or a redirect's)" if isinstance(exc, UnicodeError) else ""

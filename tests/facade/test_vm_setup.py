@@ -519,3 +519,20 @@ def test_screen_placeholders_use_the_vm_screen_read_only_when_needed(vm: Loopbac
     assert vm.requests[1].json()["command"] == "xdotool mousemove 960 5"
     env.close()
     env2.close()
+
+
+def test_a_redirect_to_a_file_url_fails_at_once(vm: LoopbackServer, files: LoopbackServer) -> None:
+    """A redirect off http(s) (`file:///etc/passwd`) is never followed and never tried again."""
+    files.route(
+        "GET", "/files/local", lambda _: Reply(302, b"", {"location": "file:///etc/passwd"})
+    )
+    env, slept = _env(vm)
+    try:
+        download = _step("download", files=[{"url": f"{files.base_url}/files/local", "path": "/x"}])
+        with pytest.raises(TaskSetupError, match="UnsupportedProtocol"):
+            env.reset({"id": "t1", "config": [download]})
+        assert len(files.requests) == 1
+        assert slept == []
+    finally:
+        env.close()
+    assert _setup_requests(vm) == []
