@@ -22,7 +22,7 @@ from adapters.trajectories.jsonl import _read_regular, open_trajectory
 
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
-from osharm_core import AccessibilityTreeError, Action
+from osharm_core import AccessibilityTreeError, Action, ScreenshotError
 
 logger = logging.getLogger(__name__)
 
@@ -163,20 +163,27 @@ def observation_names(directory: str | os.PathLike[str]) -> tuple[str, ...]:
 
 
 def load_observation(directory: str | os.PathLike[str], name: str) -> dict[str, Any]:
-    """The OSWorld observation dict for `NAME.png` / `NAME.xml` in `directory` (missing ones are None)."""
+    """The OSWorld observation dict for `NAME.png` / `NAME.xml` in `directory` (missing ones are None).
+
+    A part that cannot be read (not a regular file, too large, not UTF-8) is an
+    `ObservationError`: `AccessibilityTreeError` or `ScreenshotError`, naming the file.
+    """
     folder = Path(directory)
     png, xml = folder / f"{name}.png", folder / f"{name}.xml"
-    tree = None
+    tree = screenshot = None
     if xml.exists():
         try:
             tree = _read_regular(xml, "accessibility tree").decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AccessibilityTreeError(f"{xml} is not UTF-8 text: {exc}") from None
-    return {
-        "screenshot": _read_regular(png, "screenshot") if png.exists() else None,
-        "accessibility_tree": tree,
-        "terminal": None,
-    }
+        except TrajectoryError as exc:
+            raise AccessibilityTreeError(str(exc)) from None
+    if png.exists():
+        try:
+            screenshot = _read_regular(png, "screenshot")
+        except TrajectoryError as exc:
+            raise ScreenshotError(str(exc)) from None
+    return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}
 
 
 class ReplayEnv:

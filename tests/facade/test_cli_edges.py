@@ -332,3 +332,23 @@ def test_an_out_holding_step_files_is_refused_and_no_link_is_followed(
     assert victim.read_text() == "precious"
     assert not (out / "step_0001.xml").is_symlink()
     assert (out / "step_0002.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("spoil", [_not_utf8, _fifo], ids=["not-utf8", "fifo"])
+@pytest.mark.parametrize("which", [0, 1], ids=["first", "second"])
+def test_an_osharm_task_whose_observation_cannot_be_read_fails_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spoil: Any, which: int
+) -> None:
+    """The same in result folders: a FIFO where a tree should be is an unreadable observation
+    (it used to be a TrajectoryError, which stopped the whole run)."""
+    tasks = _three_tasks(tmp_path)
+    spoil(sorted(tasks[1].glob("*.xml"))[which])
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE") * 3))
+    argv = ["run", *map(str, tasks), "--model", f"replay:{script}", "--format", "osharm"]
+    argv += ["--observation-type", "a11y_tree", "--out", str(tmp_path / "out")]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert f"[t2] observation 0{which + 1}_" in out
+    assert "is not a regular file" in out or "is not UTF-8 text" in out
+    assert "score 0.0" in out.split("[t3] ")[1]

@@ -45,7 +45,7 @@ from adapters.trajectories.osharm import (
     read_better_log,
 )
 from adapters.trajectories.replay import ReplayClient, load_observation
-from osharm_core import AgentConfig, Message, TextPart
+from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
 from tests.facade.helpers import load
 
@@ -437,9 +437,11 @@ def test_a_better_log_that_is_no_regular_file_or_too_large_is_refused(tmp_path: 
 def test_observation_and_recorded_files_that_are_no_regular_file_are_refused(
     tmp_path: Path, plant: Any, suffix: str
 ) -> None:
-    """A replayed desktop's files and a recording's screenshots are refused, never read."""
+    """A replayed desktop's files and a recording's screenshots are refused, never read; the
+    desktop's are an unreadable observation (that episode fails, the run goes on)."""
     plant(tmp_path / f"01_step{suffix}")
-    with pytest.raises(TrajectoryError, match="is not a regular file"):
+    unreadable = ScreenshotError if suffix == ".png" else AccessibilityTreeError
+    with pytest.raises(unreadable, match="is not a regular file"):
         load_observation(tmp_path, "01_step")
     with pytest.raises(TrajectoryError, match="step 3: cannot read its screenshot '01_step"):
         rebuild._file(tmp_path, f"01_step{suffix}", 3, "screenshot")
