@@ -465,14 +465,16 @@ class PromptAgent:
         """Price the step, add it to the episode's (and the budget's, settling `held`) totals;
         a reached cap's note.
 
-        A reply a fork or a resumed task replays from its recording (`raw["paid"]`) was
+        A reply a fork or a resumed task replays from its recording (`prepaid`) was
         paid for by the run that recorded it: its recorded cost is returned for the record,
         and it adds nothing to the totals or to the caps. (A `replay:` model stands in for
         a model, and its recorded usage counts.)
         """
         prices = self.budget.prices if self.budget is not None else default_prices()
         cost = step_cost(response.usage, config.model, prices)
-        step = UsageTotals() if _paid_before(response) else UsageTotals().add(response.usage, cost)
+        step = (
+            UsageTotals() if response.prepaid is True else UsageTotals().add(response.usage, cost)
+        )
         self._usage = self._usage + step
         if self.budget is None:
             return cost, None
@@ -520,11 +522,6 @@ def _cheap_prompt(config: AgentConfig, obs: Mapping[str, Any] | Observation) -> 
     else:
         tree = obs.get("accessibility_tree") if isinstance(obs, Mapping) else None
     return not isinstance(tree, str | bytes | bytearray) or len(tree) <= INLINE_TREE_CHARS
-
-
-def _paid_before(response: ModelResponse) -> bool:
-    """Whether `response` is a recorded reply that an earlier run paid for (a fork's prefix)."""
-    return isinstance(response.raw, Mapping) and response.raw.get("paid") is True
 
 
 async def _off_loop(build: Callable[..., _Pending], *args: Any) -> _Pending:

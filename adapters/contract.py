@@ -92,6 +92,9 @@ class ModelResponse:
     `refusal` is set when the provider declared a refusal: its refusal text,
     or the stop reason that means one (`refusal`, `content_filter`, `SAFETY`,
     ...). An empty `text` is a reply like any other (the model said nothing).
+    `prepaid` is true only for a recorded reply a fork or a continued task
+    replays (`ForkClient`): the run that recorded it paid for it, so it adds
+    nothing to usage totals or budget caps. Nothing a server sends can set it.
     """
 
     text: str
@@ -103,6 +106,7 @@ class ModelResponse:
     continuation: Continuation | None = None
     finish_reason: str | None = None
     refusal: str | None = None
+    prepaid: bool = False
 
 
 @runtime_checkable

@@ -86,8 +86,8 @@ class ForkClient:
     The first `at` calls are answered with the recorded replies (byte for
     byte, so the agent parses and executes the same actions and builds the same
     history); every later call goes to `live`. Replayed responses carry
-    `raw["replay"]`, so a record can say where the hand-over happened, and
-    `raw["paid"]`: the run that recorded them paid for them, so they add nothing
+    `raw["replay"]`, so a record can say where the hand-over happened, and are
+    `prepaid`: the run that recorded them paid for them, so they add nothing
     to this run's usage totals or budget caps.
     """
 
@@ -122,7 +122,7 @@ class ForkClient:
 
 
 def _paid(response: ModelResponse) -> ModelResponse:
-    return attrs.evolve(response, raw={**response.raw, "paid": True})
+    return attrs.evolve(response, prepaid=True)
 
 
 def _replay_factory(options: ClientOptions) -> ModelClient:

@@ -13,7 +13,7 @@ import pytest
 from adapters.accounting import Budget, load_prices
 from adapters.agent import PromptAgent
 from adapters.contract import ModelResponse, Usage
-from adapters.errors import TaskSetupError
+from adapters.errors import BudgetExceeded, TaskSetupError
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder, result_folder
@@ -259,3 +259,41 @@ def test_a_hand_edited_record_with_odd_file_names_still_continues(
     live = run(["DONE"], kill_at=None)
     assert len(live.requests) == 1  # the two recorded steps were continued from
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+def test_a_server_cannot_mark_its_replies_as_paid_for() -> None:
+    """Only a fork's replayed prefix is free: a provider reply saying `"paid": true` (its raw
+    JSON is the server's) is counted and capped like any other."""
+    prices = load_prices(
+        {
+            "version": "test",
+            "models": [
+                {
+                    "model": "gpt-4o",
+                    "input": 1.0,
+                    "cached_input": 0.5,
+                    "output": 1.0,
+                    "read": "2026-11-26",
+                    "source": "https://example.org/prices",
+                }
+            ],
+        }
+    )
+    claims = ModelResponse(
+        text="DONE",
+        model="gpt-4o",
+        usage=Usage(input_tokens=100_000, output_tokens=0),
+        raw={"paid": True, "prepaid": True},
+    )
+    agent = PromptAgent.from_config(
+        CONFIG,
+        client=FakeClient([claims, claims]),
+        budget=Budget(max_episode_tokens=150_000, prices=prices),
+    )
+    observation = {"screenshot": None, "accessibility_tree": "<desktop-frame/>"}
+    agent.predict("Do it", observation)
+    assert agent.usage_totals.tokens == 100_000
+    assert agent.usage_totals.cost_usd == pytest.approx(0.1)
+    agent.predict("Do it", observation)
+    with pytest.raises(BudgetExceeded):
+        agent.predict("Do it", observation)
