@@ -55,8 +55,9 @@ from adapters.runs.vm_setup import (
     plan_setup,
 )
 from adapters.runs.vm_tries import tries
+from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, ConfigError, OsharmError
-from osharm_core.errors import excerpt, number_excerpt
+from osharm_core.errors import excerpt
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -131,20 +132,6 @@ def _settle(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
-def _finite_number(what: str, value: object) -> float:
-    """`value` as a float when it is a finite number, else an `EnvironmentFailure` saying
-    `what` it was (`evaluate returned nan, not a finite number`)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise EnvironmentFailure(f"{what} {type(value).__name__}, not a number")
-    try:
-        number = float(value)
-    except OverflowError:  # an int too large for a float
-        number = math.inf
-    if not math.isfinite(number):
-        raise EnvironmentFailure(f"{what} {number_excerpt(value)}, not a finite number")
-    return number
-
-
 def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """`method(*args, **kwargs)` of a wrapped `DesktopEnv`; an exception it raises that is not
     an `OsharmError` becomes an `EnvironmentFailure` naming `what` and the exception."""
@@ -204,7 +191,7 @@ class DesktopEnvAdapter:
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
-        reward = _finite_number("step: reward is", reward)
+        reward = finite_number("step: reward is", reward)
         if info is not None and not isinstance(info, Mapping):
             raise EnvironmentFailure(f"step: info is {type(info).__name__}, not a mapping")
         info = dict(info or {})
@@ -223,7 +210,7 @@ class DesktopEnvAdapter:
         score = _called("evaluate", self.env.evaluate)
         if score is None:
             return None
-        return _finite_number("evaluate returned", score)
+        return finite_number("evaluate returned", score)
 
     def close(self) -> None:
         """`DesktopEnv.close()`, when it has one."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import math
 import os
 import re
 import shutil
@@ -47,8 +48,10 @@ import attrs
 from adapters.errors import (
     AccessibilityTreeError,
     BudgetExceeded,
+    EnvironmentFailure,
     TrajectoryError,
     TrajectoryExistsError,
+    UnwritableRecord,
 )
 from adapters.trajectories.jsonl import (
     TrajectoryEntry,
@@ -69,7 +72,7 @@ from osharm_core import (
     linearize_accessibility_tree,
     thaw,
 )
-from osharm_core.errors import excerpt
+from osharm_core.errors import excerpt, number_excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.step import LinearizedTree, StepRequest
@@ -153,8 +156,27 @@ def _write_atomically(path: Path, data: bytes) -> None:
     temporary.replace(path)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2)
+def _dumps(value: Any, what: str) -> str:
+    """better_log.json's text for `value`; `UnwritableRecord` naming `what` when JSON cannot
+    hold it (a `NaN` in a custom agent's action, an object JSON has no form for)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
+
+
+def finite_number(what: str, value: object) -> float:
+    """`value` as a float when it is a finite number (not a bool), else an `EnvironmentFailure`
+    saying `what` it was (`evaluate returned nan, not a finite number`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EnvironmentFailure(f"{what} {type(value).__name__}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise EnvironmentFailure(f"{what} {number_excerpt(value)}, not a finite number")
+    return number
 
 
 def _indented(text: str, prefix: str) -> str:
@@ -310,8 +332,11 @@ class ResultWriter:
         request, self.request = self.request, None
         if request is not None:
             step.update(_sent(request, self.config))
+        # Serialised before anything is kept or written: a step JSON cannot hold leaves no trace.
+        where = f"{BETTER_LOG}'s step {len(self._step_texts) + 1}"
+        text = _indented(_dumps(step, where), "    ")
         self._log["steps"].append(step)
-        self._step_texts.append(_indented(_dumps(step), "    "))
+        self._step_texts.append(text)
         self._write_log()
 
     def _write_log(self) -> None:
@@ -321,7 +346,7 @@ class ResultWriter:
 
     def _better_log(self) -> str:
         """`json.dumps(log, indent=2)` byte for byte, from the steps serialised once each."""
-        head = _dumps({**self._log, "steps": []})
+        head = _dumps({**self._log, "steps": []}, f"{BETTER_LOG}'s params and task")
         if not self._step_texts:
             return head
         steps = "[\n" + ",\n".join(self._step_texts) + "\n  ]"
@@ -380,8 +405,10 @@ class ResultWriter:
 
     def finish(self, score: float | None) -> None:
         """Mark the folder finished, last: `result.txt` with the score, or `unscored.txt`
-        when the environment gave none (OSWorld's tools read only `result.txt`)."""
+        when the environment gave none (OSWorld's tools read only `result.txt`). A score
+        that is not a finite number is an `EnvironmentFailure` and nothing is written."""
         if score is not None:
+            finite_number("evaluate returned", score)
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
         else:
             note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
@@ -487,7 +514,9 @@ def episode_flow(
     Every step asks the agent, records the call, then executes each action in
     turn, recording each; DONE/FAIL or the environment's `done` ends it. An
     unparsable reply executes nothing and the episode goes on. Returns the
-    evaluator's score (also written to `result.txt`). `run_episode` and
+    evaluator's score (also written to `result.txt`); a score that is neither
+    `None` nor a finite number (`NaN`, a string, a bool) is an
+    `EnvironmentFailure`, thrown in like any other. `run_episode` and
     `arun_episode` drive it; an error thrown in appends the error line. A
     `BudgetExceeded` from the agent ends the episode like running out of
     steps: the budget line is appended (`writer.ended_by` says why) and the
@@ -525,6 +554,10 @@ def episode_flow(
             if done:
                 break
         score: float | None = yield Evaluate()
+        if score is not None:
+            # result.txt holds a finite number or is not written (a rerun redoes the task).
+            checked = finite_number("evaluate returned", score)
+            score = score if type(score) is int else checked
     except BudgetExceeded:
         raise  # not begun: the folder stays unfinished, so a rerun with more budget runs it
     except Exception:
