@@ -641,6 +641,10 @@ def test_a_result_folder_step_names_a_screenshot_in_the_folder_or_none(
         ("screenshot", ".."),
         ("screenshot", ""),
         ("som_screenshot", "x" * 256),
+        # Drive-relative on Windows (drive D's current folder), and a stream of another file.
+        ("screenshot", "D:step_0001.png"),
+        ("accessibility_tree", "C:..x.xml"),
+        ("accessibility_tree", "step_0001.xml:stream"),
     ],
     ids=repr,
 )
