@@ -272,16 +272,20 @@ def _fsync_append(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _read_regular(path: Path, what: str, limit: int | None = None) -> bytes:
+def _read_regular(
+    path: Path, what: str, limit: int | None = None, *, follow_links: bool = True
+) -> bytes:
     """The bytes of `path`, which must be a regular file of at most `limit` bytes
     (default `MAX_TRAJECTORY_BYTES`); a `TrajectoryError` names `what` otherwise.
 
     A FIFO (which would block) or a device such as /dev/zero (which never ends)
-    is refused, not read. `FileNotFoundError` passes through; other `OSError`s
-    become `TrajectoryError` (see `adapters._files.read_regular`).
+    is refused, not read; with `follow_links=False` (a step file a recording or
+    result folder names) so is a symbolic link. `FileNotFoundError` passes
+    through; other `OSError`s become `TrajectoryError` (see
+    `adapters._files.read_regular`).
     """
     cap = MAX_TRAJECTORY_BYTES if limit is None else limit
-    return read_regular(path, what, cap, TrajectoryError)
+    return read_regular(path, what, cap, TrajectoryError, follow_links=follow_links)
 
 
 #: The names of a recording's step files (`overwrite` removes every file named so).

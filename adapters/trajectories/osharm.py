@@ -714,7 +714,8 @@ _STEP_FILE: Final = re.compile(r"step_([0-9]{1,40})_(.+)\.(png|xml)", re.DOTALL)
 @attrs.frozen
 class _Listing:
     """A result folder's regular files, listed once: a step's files are matched against these,
-    never looked up (or globbed) by a name the folder's own files give. `shots` holds each
+    never looked up (or globbed) by a name the folder's own files give. Symbolic links are
+    left out, so no step reads a file outside the folder. `shots` holds each
     `step_{N}_{stamp}.png` as (N, name), sorted; `stamps` the same per timestamp."""
 
     files: frozenset[str]
@@ -725,7 +726,9 @@ class _Listing:
     def of(cls, directory: Path) -> _Listing:
         try:
             with os.scandir(directory) as listing:
-                files = frozenset(entry.name for entry in listing if entry.is_file())
+                files = frozenset(
+                    entry.name for entry in listing if entry.is_file(follow_symlinks=False)
+                )
         except OSError as exc:
             raise TrajectoryError(f"cannot list the result folder {directory}: {exc}") from None
         shots: list[tuple[int, str]] = []
