@@ -29,6 +29,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import httpx
 
+from adapters._files import new_file
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
 from adapters.errors import EnvironmentFailure, RevertFailure
@@ -708,8 +709,9 @@ class OSWorldServerEnv:
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
         """Stop the recording and save the video the server sends to `dest`; returns `dest`.
 
-        The body is streamed to `dest` + `.part` and renamed when whole; one
-        over `max_recording_bytes` is an `EnvironmentFailure` and nothing is kept.
+        The body is streamed to `dest` + `.part` (removed first and made new, so a
+        symbolic link left at that name is never written through) and renamed when
+        whole; one over `max_recording_bytes` is an `EnvironmentFailure` and nothing is kept.
         """
         target = Path(dest)
         partial = target.with_name(target.name + ".part")
@@ -726,7 +728,9 @@ class OSWorldServerEnv:
                 answered = True
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
-                with partial.open("wb") as out:
+                # A fresh file: nothing left at that name (a planted link) is written through.
+                partial.unlink(missing_ok=True)
+                with new_file(partial, EnvironmentFailure) as out:
                     limit = self.max_recording_bytes
                     problem = copy_within(response, out, limit, setting="max_recording_bytes")
                     if problem is not None:

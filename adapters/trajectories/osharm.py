@@ -203,9 +203,10 @@ class ResultWriter:
 
     Call `begin(observation)` once, `model_step(...)` after every model call,
     `action(...)` after every executed action, then `finish(score)` (or
-    `error()` when the episode failed). A folder that already holds files
-    raises `TrajectoryExistsError` unless `overwrite=True`, which empties it
-    first (as OSWorld does with unfinished folders); a `judgment/` there, the
+    `error()` when the episode failed). A folder that already holds files (or
+    symbolic links) raises `TrajectoryExistsError` unless `overwrite=True`, which
+    empties it first (as OSWorld does with unfinished folders; a link is removed,
+    its target left alone); a `judgment/` there, the
     judge's verdict on an earlier run, is always removed. `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
@@ -228,7 +229,8 @@ class ResultWriter:
         self._clock = clock
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            existing = [p for p in self.directory.iterdir() if p.is_file()]
+            # Links too (dangling or not): removed, their targets left alone, never written to.
+            existing = [p for p in self.directory.iterdir() if p.is_symlink() or p.is_file()]
         except (OSError, ValueError) as exc:  # ValueError: a NUL in a name given directly
             raise TrajectoryError(
                 f"cannot make the result folder {self.directory}: {exc}"

@@ -180,8 +180,8 @@ def test_a_full_disk_leaves_no_part_of_an_osharm_line(tmp_path: Path) -> None:
 
 
 def test_an_append_to_something_not_a_file_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "traj.jsonl").symlink_to(os.devnull)
     writer = ResultWriter(tmp_path, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
+    (tmp_path / "traj.jsonl").symlink_to(os.devnull)  # planted after the folder was emptied
     with pytest.raises(TrajectoryError, match=r"traj\.jsonl is not a regular file"):
         writer.error()
 
