@@ -422,7 +422,9 @@ def _check_tasks(
             _replay.ReplayEnv(task, instruction=task_instruction(args.instruction, task))
             if args.format == "osharm":
                 target = result_folder(args.out, config, *task_place(task))
-                written = target.is_dir() and any(p.is_file() for p in target.iterdir())
+                written = target.is_dir() and any(
+                    p.is_symlink() or p.is_file() for p in target.iterdir()
+                )
                 held = "holds a result folder"
             else:
                 target = Path(args.out) / task.name if several else Path(args.out)

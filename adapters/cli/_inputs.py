@@ -123,10 +123,12 @@ def observation(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
         )
     path = Path(args.observation)
     if path.is_dir():
-        names = _replay.observation_names(path)
+        # A recording's files are read as the recording's (no links); a plain directory's followed.
+        follow = not _replay.is_recording(path)
+        names = _replay.observation_names(path, follow_links=follow)
         if not names:
             raise UsageError(f"{path} holds no observations (NAME.png / NAME.xml files)")
-        return _replay.load_observation(path, names[0]), path
+        return _replay.load_observation(path, names[0], follow_links=follow), path
     stem = path.with_suffix("") if path.suffix in (".png", ".xml") else path
     if not any(stem.with_name(stem.name + ext).is_file() for ext in (".png", ".xml")):
         raise UsageError(f"no such observation: {path} (no {stem}.png or {stem}.xml)")

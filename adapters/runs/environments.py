@@ -29,6 +29,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import httpx
 
+from adapters._files import new_file
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
 from adapters.errors import EnvironmentFailure, RevertFailure
@@ -55,8 +56,9 @@ from adapters.runs.vm_setup import (
     plan_setup,
 )
 from adapters.runs.vm_tries import tries
+from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, ConfigError, OsharmError
-from osharm_core.errors import excerpt, number_excerpt
+from osharm_core.errors import excerpt
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -131,20 +133,6 @@ def _settle(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
-def _finite_number(what: str, value: object) -> float:
-    """`value` as a float when it is a finite number, else an `EnvironmentFailure` saying
-    `what` it was (`evaluate returned nan, not a finite number`)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise EnvironmentFailure(f"{what} {type(value).__name__}, not a number")
-    try:
-        number = float(value)
-    except OverflowError:  # an int too large for a float
-        number = math.inf
-    if not math.isfinite(number):
-        raise EnvironmentFailure(f"{what} {number_excerpt(value)}, not a finite number")
-    return number
-
-
 def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """`method(*args, **kwargs)` of a wrapped `DesktopEnv`; an exception it raises that is not
     an `OsharmError` becomes an `EnvironmentFailure` naming `what` and the exception."""
@@ -204,7 +192,7 @@ class DesktopEnvAdapter:
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
-        reward = _finite_number("step: reward is", reward)
+        reward = finite_number("step: reward is", reward)
         if info is not None and not isinstance(info, Mapping):
             raise EnvironmentFailure(f"step: info is {type(info).__name__}, not a mapping")
         info = dict(info or {})
@@ -223,7 +211,7 @@ class DesktopEnvAdapter:
         score = _called("evaluate", self.env.evaluate)
         if score is None:
             return None
-        return _finite_number("evaluate returned", score)
+        return finite_number("evaluate returned", score)
 
     def close(self) -> None:
         """`DesktopEnv.close()`, when it has one."""
@@ -721,8 +709,9 @@ class OSWorldServerEnv:
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
         """Stop the recording and save the video the server sends to `dest`; returns `dest`.
 
-        The body is streamed to `dest` + `.part` and renamed when whole; one
-        over `max_recording_bytes` is an `EnvironmentFailure` and nothing is kept.
+        The body is streamed to `dest` + `.part` (removed first and made new, so a
+        symbolic link left at that name is never written through) and renamed when
+        whole; one over `max_recording_bytes` is an `EnvironmentFailure` and nothing is kept.
         """
         target = Path(dest)
         partial = target.with_name(target.name + ".part")
@@ -739,7 +728,9 @@ class OSWorldServerEnv:
                 answered = True
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
-                with partial.open("wb") as out:
+                # A fresh file: nothing left at that name (a planted link) is written through.
+                partial.unlink(missing_ok=True)
+                with new_file(partial, EnvironmentFailure) as out:
                     limit = self.max_recording_bytes
                     problem = copy_within(response, out, limit, setting="max_recording_bytes")
                     if problem is not None:

@@ -35,7 +35,7 @@ from typing import Any, Final, Protocol
 import attrs
 from returns.result import Failure, Result, Success
 
-from adapters._files import create_file, read_regular
+from adapters._files import create_file, open_appending, read_regular
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryError, TrajectoryExistsError, UnwritableRecord
 from osharm_core import (
@@ -254,16 +254,7 @@ def _fsync_append(path: Path, data: bytes) -> None:
     length before the `OSError` is re-raised, so no half line is left for the
     next append to be glued onto.
     """
-    # O_NONBLOCK: a FIFO planted at `path` fails at once instead of waiting for a reader.
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o666)
-    except OSError:
-        if not path.is_symlink():
-            raise
-        raise TrajectoryError(
-            f"{path} is not a regular file but a symbolic link; not appending through it"
-        ) from None
+    fd = open_appending(path, TrajectoryError)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -281,16 +272,20 @@ def _fsync_append(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _read_regular(path: Path, what: str, limit: int | None = None) -> bytes:
+def _read_regular(
+    path: Path, what: str, limit: int | None = None, *, follow_links: bool = True
+) -> bytes:
     """The bytes of `path`, which must be a regular file of at most `limit` bytes
     (default `MAX_TRAJECTORY_BYTES`); a `TrajectoryError` names `what` otherwise.
 
     A FIFO (which would block) or a device such as /dev/zero (which never ends)
-    is refused, not read. `FileNotFoundError` passes through; other `OSError`s
-    become `TrajectoryError` (see `adapters._files.read_regular`).
+    is refused, not read; with `follow_links=False` (a step file a recording or
+    result folder names) so is a symbolic link. `FileNotFoundError` passes
+    through; other `OSError`s become `TrajectoryError` (see
+    `adapters._files.read_regular`).
     """
     cap = MAX_TRAJECTORY_BYTES if limit is None else limit
-    return read_regular(path, what, cap, TrajectoryError)
+    return read_regular(path, what, cap, TrajectoryError, follow_links=follow_links)
 
 
 #: The names of a recording's step files (`overwrite` removes every file named so).
@@ -468,14 +463,19 @@ _NAME_MAX: Final = 255
 
 def _plain_file_name(name: str) -> bool:
     r"""Whether `name` can name a file directly inside a directory: not empty, `.` or `..`,
-    no `/`, `\` or NUL, valid Unicode (no lone surrogate), at most 255 bytes of UTF-8.
+    no `/`, `\`, `:` or NUL, valid Unicode (no lone surrogate), at most 255 bytes of UTF-8.
+
+    `:` because on Windows `D:x.png` is relative to drive D's current folder, not this one
+    (and `x.png:s` names a stream of `x.png`).
 
     >>> _plain_file_name("step_0001.png"), _plain_file_name("../step_0001.png")
     (True, False)
+    >>> _plain_file_name("D:step_0001.png"), _plain_file_name("step_0001.png:s")
+    (False, False)
     >>> _plain_file_name("step\x00.xml"), _plain_file_name("step_\ud800.xml")
     (False, False)
     """
-    if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+    if name in ("", ".", "..") or any(c in name for c in "/\\:\0"):
         return False
     try:
         return len(name.encode("utf-8")) <= _NAME_MAX

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import math
 import os
 import re
 import shutil
@@ -47,8 +48,10 @@ import attrs
 from adapters.errors import (
     AccessibilityTreeError,
     BudgetExceeded,
+    EnvironmentFailure,
     TrajectoryError,
     TrajectoryExistsError,
+    UnwritableRecord,
 )
 from adapters.trajectories.jsonl import (
     TrajectoryEntry,
@@ -69,7 +72,7 @@ from osharm_core import (
     linearize_accessibility_tree,
     thaw,
 )
-from osharm_core.errors import excerpt
+from osharm_core.errors import excerpt, number_excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.step import LinearizedTree, StepRequest
@@ -153,8 +156,27 @@ def _write_atomically(path: Path, data: bytes) -> None:
     temporary.replace(path)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2)
+def _dumps(value: Any, what: str) -> str:
+    """better_log.json's text for `value`; `UnwritableRecord` naming `what` when JSON cannot
+    hold it (a `NaN` in a custom agent's action, an object JSON has no form for)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
+
+
+def finite_number(what: str, value: object) -> float:
+    """`value` as a float when it is a finite number (not a bool), else an `EnvironmentFailure`
+    saying `what` it was (`evaluate returned nan, not a finite number`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EnvironmentFailure(f"{what} {type(value).__name__}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise EnvironmentFailure(f"{what} {number_excerpt(value)}, not a finite number")
+    return number
 
 
 def _indented(text: str, prefix: str) -> str:
@@ -181,9 +203,10 @@ class ResultWriter:
 
     Call `begin(observation)` once, `model_step(...)` after every model call,
     `action(...)` after every executed action, then `finish(score)` (or
-    `error()` when the episode failed). A folder that already holds files
-    raises `TrajectoryExistsError` unless `overwrite=True`, which empties it
-    first (as OSWorld does with unfinished folders); a `judgment/` there, the
+    `error()` when the episode failed). A folder that already holds files (or
+    symbolic links) raises `TrajectoryExistsError` unless `overwrite=True`, which
+    empties it first (as OSWorld does with unfinished folders; a link is removed,
+    its target left alone); a `judgment/` there, the
     judge's verdict on an earlier run, is always removed. `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
@@ -206,7 +229,8 @@ class ResultWriter:
         self._clock = clock
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            existing = [p for p in self.directory.iterdir() if p.is_file()]
+            # Links too (dangling or not): removed, their targets left alone, never written to.
+            existing = [p for p in self.directory.iterdir() if p.is_symlink() or p.is_file()]
         except (OSError, ValueError) as exc:  # ValueError: a NUL in a name given directly
             raise TrajectoryError(
                 f"cannot make the result folder {self.directory}: {exc}"
@@ -310,8 +334,11 @@ class ResultWriter:
         request, self.request = self.request, None
         if request is not None:
             step.update(_sent(request, self.config))
+        # Serialised before anything is kept or written: a step JSON cannot hold leaves no trace.
+        where = f"{BETTER_LOG}'s step {len(self._step_texts) + 1}"
+        text = _indented(_dumps(step, where), "    ")
         self._log["steps"].append(step)
-        self._step_texts.append(_indented(_dumps(step), "    "))
+        self._step_texts.append(text)
         self._write_log()
 
     def _write_log(self) -> None:
@@ -321,7 +348,7 @@ class ResultWriter:
 
     def _better_log(self) -> str:
         """`json.dumps(log, indent=2)` byte for byte, from the steps serialised once each."""
-        head = _dumps({**self._log, "steps": []})
+        head = _dumps({**self._log, "steps": []}, f"{BETTER_LOG}'s params and task")
         if not self._step_texts:
             return head
         steps = "[\n" + ",\n".join(self._step_texts) + "\n  ]"
@@ -380,8 +407,10 @@ class ResultWriter:
 
     def finish(self, score: float | None) -> None:
         """Mark the folder finished, last: `result.txt` with the score, or `unscored.txt`
-        when the environment gave none (OSWorld's tools read only `result.txt`)."""
+        when the environment gave none (OSWorld's tools read only `result.txt`). A score
+        that is not a finite number is an `EnvironmentFailure` and nothing is written."""
         if score is not None:
+            finite_number("evaluate returned", score)
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
         else:
             note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
@@ -487,7 +516,9 @@ def episode_flow(
     Every step asks the agent, records the call, then executes each action in
     turn, recording each; DONE/FAIL or the environment's `done` ends it. An
     unparsable reply executes nothing and the episode goes on. Returns the
-    evaluator's score (also written to `result.txt`). `run_episode` and
+    evaluator's score (also written to `result.txt`); a score that is neither
+    `None` nor a finite number (`NaN`, a string, a bool) is an
+    `EnvironmentFailure`, thrown in like any other. `run_episode` and
     `arun_episode` drive it; an error thrown in appends the error line. A
     `BudgetExceeded` from the agent ends the episode like running out of
     steps: the budget line is appended (`writer.ended_by` says why) and the
@@ -525,6 +556,10 @@ def episode_flow(
             if done:
                 break
         score: float | None = yield Evaluate()
+        if score is not None:
+            # result.txt holds a finite number or is not written (a rerun redoes the task).
+            checked = finite_number("evaluate returned", score)
+            score = score if type(score) is int else checked
     except BudgetExceeded:
         raise  # not begun: the folder stays unfinished, so a rerun with more budget runs it
     except Exception:
@@ -681,7 +716,8 @@ _STEP_FILE: Final = re.compile(r"step_([0-9]{1,40})_(.+)\.(png|xml)", re.DOTALL)
 @attrs.frozen
 class _Listing:
     """A result folder's regular files, listed once: a step's files are matched against these,
-    never looked up (or globbed) by a name the folder's own files give. `shots` holds each
+    never looked up (or globbed) by a name the folder's own files give. Symbolic links are
+    left out, so no step reads a file outside the folder. `shots` holds each
     `step_{N}_{stamp}.png` as (N, name), sorted; `stamps` the same per timestamp."""
 
     files: frozenset[str]
@@ -692,7 +728,9 @@ class _Listing:
     def of(cls, directory: Path) -> _Listing:
         try:
             with os.scandir(directory) as listing:
-                files = frozenset(entry.name for entry in listing if entry.is_file())
+                files = frozenset(
+                    entry.name for entry in listing if entry.is_file(follow_symlinks=False)
+                )
         except OSError as exc:
             raise TrajectoryError(f"cannot list the result folder {directory}: {exc}") from None
         shots: list[tuple[int, str]] = []

@@ -222,10 +222,12 @@ def recorded_under(path: str | os.PathLike[str], config: AgentConfig) -> bool:
 
 
 def _file(directory: Path, name: str | None, step: int, what: str) -> bytes | None:
+    """The step file a recording's line names; a symbolic link there is refused, not followed
+    (the line's plain name must not read a file outside the recording's folder)."""
     if name is None:
         return None
     try:
-        return _read_regular(directory / name, what)
+        return _read_regular(directory / name, what, follow_links=False)
     except (OSError, TrajectoryError, ValueError) as exc:  # ValueError: a NUL or lone surrogate
         raise TrajectoryError(
             f"step {step}: cannot read its {what} {excerpt(name)}: {exc}"

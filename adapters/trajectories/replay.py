@@ -18,7 +18,8 @@ import attrs
 
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError
-from adapters.trajectories.jsonl import _read_regular, open_trajectory
+from adapters.trajectories.jsonl import TRAJECTORY_FILE, _read_regular, open_trajectory
+from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
 
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
@@ -147,40 +148,62 @@ def is_terminal(action: object) -> bool:
     return isinstance(action, str) and action.strip() in _TERMINAL
 
 
-def observation_names(directory: str | os.PathLike[str]) -> tuple[str, ...]:
+def is_recording(directory: str | os.PathLike[str]) -> bool:
+    """Whether `directory` is a recording (it holds `trajectory.jsonl`) or an OS-Harm / OSWorld
+    result folder (`better_log.json` or `traj.jsonl`), not a plain observation directory: its
+    step files are then read as a recording's, never through a symbolic link."""
+    folder = Path(directory)
+    return any(os.path.lexists(folder / name) for name in (TRAJECTORY_FILE, BETTER_LOG, TRAJ_FILE))
+
+
+def observation_names(
+    directory: str | os.PathLike[str], *, follow_links: bool = True
+) -> tuple[str, ...]:
     """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in sorted order.
 
     Set-of-marks images (`*_som.png`) are derived, not observations, and are
-    left out; a stem with only one of the two files still counts.
+    left out; a stem with only one of the two files still counts. With
+    `follow_links=False` (a recording, see `is_recording`) symbolic links are
+    left out too; the default counts a link to a file (a directory the user
+    put together may link its observations).
     """
     folder = Path(directory)
     stems = {
         p.stem
         for p in folder.iterdir()
-        if p.suffix in (".png", ".xml") and p.is_file() and not p.stem.endswith("_som")
+        if p.suffix in (".png", ".xml")
+        and (follow_links or not p.is_symlink())
+        and p.is_file()
+        and not p.stem.endswith("_som")
     }
     return tuple(sorted(stems))
 
 
-def load_observation(directory: str | os.PathLike[str], name: str) -> dict[str, Any]:
+def load_observation(
+    directory: str | os.PathLike[str], name: str, *, follow_links: bool = True
+) -> dict[str, Any]:
     """The OSWorld observation dict for `NAME.png` / `NAME.xml` in `directory` (missing ones are None).
 
-    A part that cannot be read (not a regular file, too large, not UTF-8) is an
+    A part that cannot be read (not a regular file, too large, not UTF-8; with
+    `follow_links=False`, for a recording's files, a symbolic link) is an
     `ObservationError`: `AccessibilityTreeError` or `ScreenshotError`, naming the file.
+    The default follows links: a plain observation directory is the user's own.
     """
     folder = Path(directory)
     png, xml = folder / f"{name}.png", folder / f"{name}.xml"
+    there = os.path.exists if follow_links else os.path.lexists
     tree = screenshot = None
-    if xml.exists():
+    if there(xml):
         try:
-            tree = _read_regular(xml, "accessibility tree").decode("utf-8")
+            text = _read_regular(xml, "accessibility tree", follow_links=follow_links)
+            tree = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AccessibilityTreeError(f"{xml} is not UTF-8 text: {exc}") from None
         except TrajectoryError as exc:
             raise AccessibilityTreeError(str(exc)) from None
-    if png.exists():
+    if there(png):
         try:
-            screenshot = _read_regular(png, "screenshot")
+            screenshot = _read_regular(png, "screenshot", follow_links=follow_links)
         except TrajectoryError as exc:
             raise ScreenshotError(str(exc)) from None
     return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}
@@ -196,7 +219,9 @@ class ReplayEnv:
     DONE or FAIL ends the episode without moving, and so does running out of
     observations. `evaluate()` returns `evaluator(actions)` when one was given,
     else 0.0 (a replay has no checker of its own). Observations are read from
-    disk when served.
+    disk when served. A plain directory's symbolic links are followed (the
+    user put it together); a recording's or result folder's are neither listed
+    nor read (see `is_recording`).
 
     With `per_turn=True` the desktop moves once per model turn instead, as
     the jsonl runner shows it (one observation per turn, however many actions
@@ -218,7 +243,10 @@ class ReplayEnv:
         self.directory = Path(directory)
         if not self.directory.is_dir():
             raise TrajectoryError(f"no observation directory at {self.directory}")
-        self.names = observation_names(self.directory)
+        #: Whether the directory is a recording or result folder (see `is_recording`): then its
+        #: symbolic links are neither listed nor read; a plain directory's links are followed.
+        self.recording = is_recording(self.directory)
+        self.names = observation_names(self.directory, follow_links=not self.recording)
         if not self.names:
             raise TrajectoryError(
                 f"{self.directory} holds no observations (NAME.png and/or NAME.xml files)"
@@ -258,7 +286,9 @@ class ReplayEnv:
 
     def _get_obs(self) -> dict[str, Any]:
         if self._obs is None:
-            self._obs = load_observation(self.directory, self.names[self.index])
+            self._obs = load_observation(
+                self.directory, self.names[self.index], follow_links=not self.recording
+            )
             self._obs["instruction"] = self.instruction
         return self._obs
 

@@ -20,6 +20,7 @@ import pytest
 
 from adapters import (
     DesktopEnvAdapter,
+    EnvironmentFailure,
     OSWorldServerEnv,
     RevertFailure,
     TaskSetupError,
@@ -504,6 +505,136 @@ def test_a_wrapped_desktop_env_scoring_nan_fails_that_task_and_it_is_redone(
     assert first[1].detail == "evaluate returned nan, not a finite number"
     assert not (first[1].folder / "result.txt").exists()
     assert [o.status for o in run()] == ["skipped", "failed", "skipped"]
+
+
+class ScoringEnv(NotFiniteEnv):
+    """An environment of the user's own scoring task t1 with `bad` (no adapter checks it)."""
+
+    bad: Any = float("nan")
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        return load("mousepad_notes"), 0.0, action == "DONE", {}
+
+    def evaluate(self) -> Any:
+        return self.bad if self.task.example_id == "t1" else 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "detail"),
+    [
+        (float("nan"), "evaluate returned nan, not a finite number"),
+        (float("-inf"), "evaluate returned -inf, not a finite number"),
+        (10**400, "evaluate returned 10000000000000000000...(401 characters), not a finite number"),
+        ("oops", "evaluate returned str, not a number"),
+        (True, "evaluate returned bool, not a number"),
+    ],
+    ids=["nan", "inf", "huge", "str", "bool"],
+)
+def test_any_environment_scoring_no_finite_number_fails_that_task_and_it_is_redone(
+    tmp_path: Path, bad: Any, detail: str
+) -> None:
+    """Only `DesktopEnvAdapter` checked the score: an environment of one's own (or a `ReplayEnv`
+    whose evaluator gives NaN) had `nan` or `oops` written to result.txt and the task counted
+    as finished, never redone. The episode now fails with the error line; an integer score is
+    still written as it was given."""
+
+    class Env(ScoringEnv):
+        pass
+
+    Env.bad = bad
+
+    def run(where: Path, concurrent: bool) -> RunResult:
+        common: dict[str, Any] = {"config": PYAUTOGUI, "result_dir": where, "max_steps": 2}
+
+        def agent(_: OsworldTask) -> PromptAgent:
+            return PromptAgent.from_config(PYAUTOGUI, client=FakeClient(["DONE"]))
+
+        if not concurrent:
+            return run_task_list(_tasks(3), make_agent=agent, make_env=Env, **common)
+        return asyncio.run(
+            arun_task_list(
+                _tasks(3), make_agent=agent, make_env=lambda t: in_thread(Env(t)), **common
+            )
+        )
+
+    for concurrent in (False, True):
+        where = tmp_path / str(concurrent)
+        first = run(where, concurrent)
+        assert [(o.status, o.score) for o in first] == [
+            ("finished", 1),
+            ("failed", None),
+            ("finished", 1),
+        ]
+        assert first[1].detail == detail
+        assert [line.get("Error") for line in _traj(first, 1)] == [
+            None,  # DONE's line
+            "Time limit exceeded in os/t1",
+        ]
+        assert not (first[1].folder / "result.txt").exists()
+        assert (first[0].folder / "result.txt").read_text() == "1\n"
+        assert [o.status for o in run(where, concurrent)] == ["skipped", "failed", "skipped"]
+
+
+def test_a_replay_env_whose_evaluator_gives_nan_writes_no_result(tmp_path: Path) -> None:
+    from adapters.trajectories.osharm import ResultWriter, TaskInfo, run_episode
+    from adapters.trajectories.replay import ReplayEnv
+    from tests.facade.helpers import observation_folder
+
+    env = ReplayEnv(observation_folder(tmp_path / "obs"), evaluator=lambda _: float("nan"))
+    folder = tmp_path / "result"
+    task = TaskInfo(instruction="x", domain="os", example_id="t")
+    writer = ResultWriter(folder, config=PYAUTOGUI, task=task, max_steps=2)
+    agent = PromptAgent.from_config(PYAUTOGUI, client=FakeClient(["DONE"]))
+    with pytest.raises(EnvironmentFailure, match="evaluate returned nan, not a finite number"):
+        run_episode(agent, env, env.reset(), writer, max_steps=2)
+    assert not writer.finished
+    assert not (folder / "result.txt").exists()
+    lines = (folder / "traj.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1]) == {"Error": "Time limit exceeded in os/t"}
+    with pytest.raises(EnvironmentFailure, match="evaluate returned str, not a number"):
+        writer.finish("oops")  # type: ignore[arg-type]
+    assert not (folder / "result.txt").exists()
+
+
+class NotJsonAgent:
+    """An agent of the user's own whose action for task t1 holds a NaN."""
+
+    def __init__(self, task: OsworldTask) -> None:
+        self.task = task
+
+    def predict(self, instruction: str, obs: Any) -> tuple[str, list[Any]]:
+        x = float("nan") if self.task.example_id == "t1" else 1.0
+        return "reply", [{"action_type": "MOVE_TO", "x": x, "y": 1}, "DONE"]
+
+    async def apredict(self, instruction: str, obs: Any) -> tuple[str, list[Any]]:
+        return self.predict(instruction, obs)
+
+
+def test_a_step_better_log_cannot_hold_fails_only_its_episode(tmp_path: Path) -> None:
+    """better_log.json's writer was a bare `json.dumps`: a NaN in an agent's action raised a
+    raw ValueError naming nothing and the whole task list stopped there. It is now an
+    `UnwritableRecord` naming the file and the step, raised before the step is written."""
+    common: dict[str, Any] = {"config": C13, "make_agent": NotJsonAgent, "max_steps": 3}
+    results = [
+        run_task_list(_tasks(3), result_dir=tmp_path / "sync", make_env=ScoringEnv, **common),
+        asyncio.run(
+            arun_task_list(
+                _tasks(3),
+                result_dir=tmp_path / "async",
+                make_env=lambda task: in_thread(ScoringEnv(task)),
+                **common,
+            )
+        ),
+    ]
+    for result in results:
+        assert [o.status for o in result] == ["finished", "failed", "finished"]
+        assert result[1].detail.startswith(
+            "better_log.json's step 1 cannot be written as JSON: Out of range float values"
+        )
+        assert not (result[1].folder / "better_log.json").exists()  # nothing of that step
+        assert _traj(result, 1) == [{"Error": "Time limit exceeded in os/t1"}]
+        assert not (result[1].folder / "result.txt").exists()
+    assert not _stops_run(UnwritableRecord("better_log.json's step 1 cannot be written"))
 
 
 # --- lone surrogates ---------------------------------------------------------------------------

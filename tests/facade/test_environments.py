@@ -22,6 +22,7 @@ from adapters import (
     in_thread,
 )
 from adapters.agent import PromptAgent
+from adapters.errors import TrajectoryExistsError
 from adapters.runs import load_task_list, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
 from adapters.runs.vm_http import VmUnanswered
@@ -321,6 +322,50 @@ def test_with_recording_set_an_episode_saves_its_video_at_close(
     env.close()
     assert target.read_bytes() == VIDEO
     assert [r.path for r in vm_server.requests].count("/start_recording") == 1
+
+
+@pytest.mark.parametrize("dangling", [True, False])
+def test_a_link_left_at_the_recording_s_part_name_is_not_written_through(
+    vm_server: LoopbackServer, tmp_path: Path, dangling: bool
+) -> None:
+    """The video went to `recording.mp4.part` opened with `open("wb")`, so a link there (one an
+    overwrite used to leave) sent it to the link's target; the link is now removed first and
+    the part file made new."""
+    victim = tmp_path / "victim.txt"
+    if not dangling:
+        victim.write_text("precious")
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "recording.mp4.part").symlink_to(victim)
+    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0)
+    assert env.end_recording(folder / "recording.mp4").read_bytes() == VIDEO
+    assert victim.exists() != dangling
+    if not dangling:
+        assert victim.read_text() == "precious"
+    assert [p.name for p in folder.iterdir()] == ["recording.mp4"]
+    assert not (folder / "recording.mp4").is_symlink()
+    env.close()
+
+
+def test_an_overwrite_removes_links_from_the_result_folder_never_their_targets(
+    tmp_path: Path,
+) -> None:
+    """A redo kept only what `is_file()` saw, so a dangling link survived it (and the video or
+    a step file could later go to its target); links are now removed like files, their
+    targets left alone, and without `overwrite` a folder holding only a link is refused."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    folder = tmp_path / "result"
+    folder.mkdir()
+    (folder / "recording.mp4.part").symlink_to(tmp_path / "made")
+    (folder / "step_0.png").symlink_to(victim)
+    task = TaskInfo(instruction="x", domain="d", example_id="i")
+    with pytest.raises(TrajectoryExistsError):
+        ResultWriter(folder, config=CONFIG, task=task, max_steps=1)
+    ResultWriter(folder, config=CONFIG, task=task, max_steps=1, overwrite=True)
+    assert list(folder.iterdir()) == []
+    assert victim.read_text() == "precious"
+    assert not (tmp_path / "made").exists()
 
 
 def test_a_failing_recording_endpoint_is_an_environment_failure(tmp_path: Path) -> None:

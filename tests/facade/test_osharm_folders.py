@@ -185,6 +185,32 @@ def test_the_cli_writes_osharm_folders(tmp_path: Path, capsys: pytest.CaptureFix
     assert "already holds a result folder" in capsys.readouterr().err
 
 
+def test_the_cli_counts_a_link_left_in_a_result_folder_as_its_content(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder holding only a (dangling) link passed the CLI's check, then its writer, which
+    now counts links, refused it mid-run; it is refused before any runs, and --overwrite
+    removes the link, never making its target."""
+    task = observation_folder(tmp_path / "task")
+    (task / "task.json").write_text(
+        json.dumps({"id": "_notes", "domain": "os", "instruction": "Open the File menu"})
+    )
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    out = tmp_path / "results"
+    folder = out / "pyautogui" / "a11y_tree" / f"replay_{str(script).replace('/', '_')}"
+    folder = folder / "os" / "_notes"
+    folder.mkdir(parents=True)
+    (folder / "recording.mp4.part").symlink_to(tmp_path / "made")
+    argv = ["run", str(task), "--model", f"replay:{script}", "--out", str(out)]
+    assert main([*argv, "--format", "osharm"]) == 2
+    assert "already holds a result folder (pass --overwrite" in capsys.readouterr().err
+    assert main([*argv, "--format", "osharm", "--overwrite"]) == 0
+    assert not (folder / "recording.mp4.part").is_symlink()
+    assert not (tmp_path / "made").exists()
+    assert (folder / "result.txt").is_file()
+
+
 @pytest.mark.parametrize(
     "ids", [("same", "same"), ("x:1", "x_1"), ("x", " x ")], ids=["same", "x:1,x_1", "spaces"]
 )

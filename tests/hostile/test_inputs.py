@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from adapters._files import MAX_JSON_BYTES
+from adapters._files import MAX_JSON_BYTES, create_file, new_file, read_regular
 from adapters.accounting.prices import PriceTable
 from adapters.cli import main
 from adapters.errors import TrajectoryError
 from adapters.runs.tasks import load_task_list
-from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES
+from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES, _fsync_append
 from osharm_core import ConfigError
 from tests.facade.helpers import observation_folder, write_task_list
 
@@ -185,3 +185,67 @@ def test_the_library_readers_refuse_a_fifo_with_their_own_error(tmp_path: Path) 
         PriceTable.from_file(fifo)
     with _no_hang(), pytest.raises(TrajectoryError, match=r"task file .*fifo is not a regular"):
         load_task_list(fifo, tmp_path)
+
+
+# --- where os lacks the POSIX flags (Windows) ---------------------------------------------------
+
+POSIX_ONLY = ("O_NONBLOCK", "O_NOCTTY", "O_NOFOLLOW", "O_CLOEXEC")
+
+
+def test_the_file_helpers_work_where_os_lacks_the_posix_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows' os has none of these: every read and write raised AttributeError there
+    (--prices, task lists, recordings). A flag the OS lacks now counts as none; a link is
+    still refused where links are not followed (checked with lstat first)."""
+    for name in POSIX_ONLY:
+        monkeypatch.delattr(os, name, raising=False)
+    (tmp_path / "p.json").write_text("{}")
+    with pytest.raises(ConfigError, match="expected an object with a 'models' list"):
+        PriceTable.from_file(tmp_path / "p.json")
+    assert read_regular(tmp_path / "p.json", "x", 10) == b"{}"
+    create_file(tmp_path / "made", b"data")
+    with new_file(tmp_path / "streamed") as out:
+        out.write(b"video")
+    _fsync_append(tmp_path / "log", b"one\n")
+    _fsync_append(tmp_path / "log", b"two\n")
+    assert [(tmp_path / n).read_bytes() for n in ("made", "streamed", "log")] == [
+        b"data",
+        b"video",
+        b"one\ntwo\n",
+    ]
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "link").symlink_to(victim)
+    with pytest.raises(TrajectoryError, match="link is a symbolic link; not following it"):
+        read_regular(tmp_path / "link", "x", 100, TrajectoryError, follow_links=False)
+    with pytest.raises(TrajectoryError, match="symbolic link; not appending through it"):
+        _fsync_append(tmp_path / "link", b"x")
+    with pytest.raises(ValueError, match="link already exists"):
+        create_file(tmp_path / "link", b"x")
+    assert victim.read_text() == "precious"
+
+
+def test_every_open_asks_for_binary_where_the_os_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows translates `\\n` to `\\r\\n` in files not opened with O_BINARY: a screenshot or a
+    JSON line would be changed on disk. Every open of the helpers now asks for it."""
+    binary = 1 << 30  # a bit no Linux open flag uses, stripped before the real open
+    real_open = os.open
+    seen: list[int] = []
+
+    def spying_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        seen.append(flags)
+        return real_open(path, flags & ~binary, *args, **kwargs)
+
+    monkeypatch.setattr(os, "O_BINARY", binary, raising=False)
+    monkeypatch.setattr(os, "open", spying_open)
+    (tmp_path / "in").write_bytes(b"a\nb")
+    read_regular(tmp_path / "in", "x", 10)
+    read_regular(tmp_path / "in", "x", 10, follow_links=False)
+    create_file(tmp_path / "new", b"a\n")
+    _fsync_append(tmp_path / "log", b"a\n")
+    monkeypatch.undo()
+    assert len(seen) == 4
+    assert all(flags & binary for flags in seen)

@@ -7,6 +7,7 @@ and say so; the CLI prints any reply without crashing on its own output.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -24,9 +25,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters._files import create_file
+from adapters._files import create_file, new_file, read_regular
 from adapters.agent import PromptAgent
 from adapters.cli import main
+from adapters.cli._inputs import observation
 from adapters.contract import ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError, TrajectoryExistsError
 from adapters.testing import FakeClient
@@ -44,7 +46,12 @@ from adapters.trajectories.osharm import (
     load_result_folder,
     read_better_log,
 )
-from adapters.trajectories.replay import ReplayClient, load_observation
+from adapters.trajectories.replay import (
+    ReplayClient,
+    ReplayEnv,
+    load_observation,
+    observation_names,
+)
 from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
 from tests.facade.helpers import load
@@ -173,8 +180,8 @@ def test_a_full_disk_leaves_no_part_of_an_osharm_line(tmp_path: Path) -> None:
 
 
 def test_an_append_to_something_not_a_file_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "traj.jsonl").symlink_to(os.devnull)
     writer = ResultWriter(tmp_path, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
+    (tmp_path / "traj.jsonl").symlink_to(os.devnull)  # planted after the folder was emptied
     with pytest.raises(TrajectoryError, match=r"traj\.jsonl is not a regular file"):
         writer.error()
 
@@ -641,6 +648,10 @@ def test_a_result_folder_step_names_a_screenshot_in_the_folder_or_none(
         ("screenshot", ".."),
         ("screenshot", ""),
         ("som_screenshot", "x" * 256),
+        # Drive-relative on Windows (drive D's current folder), and a stream of another file.
+        ("screenshot", "D:step_0001.png"),
+        ("accessibility_tree", "C:..x.xml"),
+        ("accessibility_tree", "step_0001.xml:stream"),
     ],
     ids=repr,
 )
@@ -667,3 +678,136 @@ def test_a_file_name_no_file_can_have_is_a_trajectory_error_when_read(
 ) -> None:
     with pytest.raises(TrajectoryError, match="step 3: cannot read its accessibility tree 'step"):
         rebuild._file(tmp_path, name, 3, "accessibility tree")
+
+
+# --- step files that are symbolic links ------------------------------------------------------
+
+SECRET = "OUTSIDE-THE-FOLDER-SECRET"
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A tree outside the recording, holding a secret a linked step file would leak."""
+    secret = tmp_path / "elsewhere" / "private.xml"
+    secret.parent.mkdir()
+    tree = load("mousepad_notes")["accessibility_tree"]
+    assert isinstance(tree, str)
+    secret.write_text(tree.replace("Meeting notes", SECRET))
+    return secret
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_recording_s_step_file_that_is_a_link_is_not_read(
+    tmp_path: Path, dangling: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line's plain name met the 'in its folder' check while the file there was a link to
+    a file elsewhere, whose content reached the rebuilt prompt (and --fork, ReplayEnv over
+    the recording, a live model). Such a file is now refused by every reader of the recording."""
+    file = _record(tmp_path / "rec", "```python\npyautogui.click(1, 2)\n```", "DONE")
+    secret = _outside(tmp_path)
+    target = tmp_path / "gone.xml" if dangling else secret
+    xml = file.parent / "step_0001.xml"
+    xml.unlink()
+    xml.symlink_to(target)
+    message = "step_0001.xml is a symbolic link; not following it"
+    with pytest.raises(TrajectoryError, match=re.escape(message)):
+        rebuild.rebuild_step(file.parent, 1)
+    assert main(["render", "--trajectory", str(file.parent), "--step", "1"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert SECRET not in captured.out + captured.err
+    env = ReplayEnv(file.parent)
+    assert env.recording
+    with pytest.raises(AccessibilityTreeError, match=re.escape(message)):
+        env.reset()
+    with pytest.raises(AccessibilityTreeError, match=re.escape(message)):  # predict DIRECTORY
+        observation(argparse.Namespace(screenshot=None, a11y=None, observation=str(file.parent)))
+
+
+def test_a_recording_s_links_are_not_listed_as_observations(tmp_path: Path) -> None:
+    """A stem whose only files are links is no observation of a recording's ReplayEnv."""
+    file = _record(tmp_path / "rec", "```python\npyautogui.click(1, 2)\n```", "DONE")
+    secret = _outside(tmp_path)
+    (file.parent / "step_0000.xml").symlink_to(secret)
+    assert observation_names(file.parent) == ("step_0000", "step_0001", "step_0002")
+    assert observation_names(file.parent, follow_links=False) == ("step_0001", "step_0002")
+    env = ReplayEnv(file.parent)
+    assert env.names == ("step_0001", "step_0002")
+    assert SECRET not in str(env.reset()["accessibility_tree"])
+
+
+def test_a_plain_observation_directory_s_links_are_followed(tmp_path: Path) -> None:
+    """A directory the user put together is theirs: its links (to fixtures kept elsewhere) are
+    read, by ReplayEnv as by load_observation."""
+    secret = _outside(tmp_path)
+    desktop = tmp_path / "desktop"
+    desktop.mkdir()
+    (desktop / "01_notes.xml").symlink_to(secret)
+    env = ReplayEnv(desktop)
+    assert not env.recording
+    assert SECRET in str(env.reset()["accessibility_tree"])
+    assert SECRET in str(load_observation(desktop, "01_notes")["accessibility_tree"])
+
+
+@pytest.mark.parametrize("name", ["step_0.png", "step_0.xml", f"step_1_{STAMP}.png"])
+def test_a_result_folder_s_linked_step_files_are_left_out(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder's listing followed links (`is_file()`): a step file linked elsewhere was read
+    by rebuild, --fork and ReplayEnv. Links are now not in the listing, as if absent."""
+    folder = _result_folder(tmp_path / "ref", f"step_1_{STAMP}.png")
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes(PNG)
+    (folder / name).unlink(missing_ok=True)
+    (folder / name).symlink_to(outside)
+    entries = load_result_folder(folder)
+    assert name not in {e.screenshot for e in entries} | {e.accessibility_tree for e in entries}
+    # Step 1 saw step_0.png: without it there is nothing to rebuild step 1 (and so 2) from.
+    expected = 2 if name == "step_0.png" else 0
+    assert main(["render", "--trajectory", str(folder), "--step", "2"]) == expected
+    assert "Traceback" not in capsys.readouterr().err
+    env = ReplayEnv(folder)
+    assert env.recording
+    stem = name.rsplit(".", 1)[0]
+    if name == "step_0.xml":  # its screenshot is a file: the step is listed, its tree refused
+        with pytest.raises(AccessibilityTreeError, match=r"step_0\.xml is a symbolic link"):
+            env.reset()
+    else:
+        assert stem not in env.names
+
+
+def test_read_regular_follows_links_only_when_asked(tmp_path: Path) -> None:
+    real = tmp_path / "real.xml"
+    real.write_text("<a/>")
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    assert read_regular(tmp_path / "link", "tree", 100) == b"<a/>"
+    assert read_regular(real, "tree", 100, follow_links=False) == b"<a/>"
+    for name in ("link", "dangling"):
+        with pytest.raises(TrajectoryError, match=f"tree .*{name} is a symbolic link"):
+            read_regular(tmp_path / name, "tree", 100, TrajectoryError, follow_links=False)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "missing", "tree", 100, follow_links=False)
+
+
+def test_new_file_streams_into_a_new_file_or_leaves_nothing(tmp_path: Path) -> None:
+    """The streaming form of `create_file` (a recording is written piece by piece)."""
+    with new_file(tmp_path / "video") as out:
+        for piece in (b"a" * 100_000, b"b", b""):
+            out.write(piece)
+    assert (tmp_path / "video").read_bytes() == b"a" * 100_000 + b"b"
+
+    def cut_short() -> None:
+        with new_file(tmp_path / "cut") as out:
+            out.write(b"part")
+            raise RuntimeError("cut short")
+
+    with pytest.raises(RuntimeError, match="cut short"):
+        cut_short()
+    assert not (tmp_path / "cut").exists()
+    (tmp_path / "link").symlink_to(tmp_path / "made")
+    with (
+        pytest.raises(TrajectoryError, match="link already exists"),
+        new_file(tmp_path / "link", TrajectoryError),
+    ):
+        pass
+    assert not (tmp_path / "made").exists()
