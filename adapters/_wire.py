@@ -7,6 +7,7 @@ from typing import Any, Final
 
 import attrs
 
+from adapters.contract import plausible_count
 from adapters.errors import (
     AuthenticationError,
     BadRequestError,
@@ -181,15 +182,20 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 
 
 def token_count(usage: object, field: str) -> int | None:
-    """The integer `usage[field]` of a decoded reply's usage object; `None` when absent or not an int.
+    """The integer `usage[field]` of a decoded reply's usage object; `None` when absent, not an
+    int, or out of range (negative, or `MAX_TOKEN_COUNT` and past: JSON allows 400 digits).
 
     >>> token_count({"input_tokens": 7, "cached": True}, "input_tokens")
     7
     >>> token_count({"cached": True}, "cached"), token_count(None, "input_tokens")
     (None, None)
+    >>> token_count({"n": -1}, "n"), token_count({"n": 10**400}, "n")
+    (None, None)
     """
     value = usage.get(field) if isinstance(usage, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return plausible_count(value)
 
 
 def detail_count(usage: object, group: str, field: str) -> int | None:

@@ -624,6 +624,28 @@ def usages(draw: st.DrawFn) -> object:
 #: Per-million-token prices: zero, tiny, ordinary and large.
 prices_per_million = st.floats(0, 1000, allow_nan=False, allow_infinity=False)
 
+#: Token counts no real reply holds (JSON allows any number of digits): near 2**53, past
+#: what a float can hold, hugely negative; and any other integer.
+hostile_token_counts = st.integers() | st.sampled_from(
+    [2**53 - 1, 2**53, 10**308, 10**309, 10**400, -(10**400)]
+)
+
+
+@st.composite
+def hostile_usages(draw: st.DrawFn) -> object:
+    """`adapters.contract.Usage` values whose counts may be any integer at all (or None)."""
+    from adapters.contract import Usage
+
+    count = st.none() | hostile_token_counts
+    return Usage(
+        input_tokens=draw(count),
+        output_tokens=draw(count),
+        total_tokens=draw(count),
+        cached_input_tokens=draw(count),
+        reasoning_tokens=draw(count),
+    )
+
+
 # --- coordinate frames and scaling presets (tests/test_frames.py, tests/test_scaling.py) ---
 
 from osharm_core.scaling import PRESETS  # noqa: E402  (kept inside this section)
