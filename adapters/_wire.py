@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -12,6 +13,7 @@ from adapters.errors import (
     AuthenticationError,
     BadRequestError,
     ModelCallError,
+    ResponseDecodeError,
     RetryableError,
 )
 from osharm_core import ImagePart, Message, TextPart
@@ -207,6 +209,29 @@ def detail_count(usage: object, group: str, field: str) -> int | None:
     """
     details = usage.get(group) if isinstance(usage, Mapping) else None
     return token_count(details, field)
+
+
+def native_record(turn: Any, *, provider: str, model: str) -> str:
+    """A reply's native turn as the JSON kept in `Continuation.native` (and resent next step).
+
+    JSON readers take `NaN` and `Infinity`, but no request may carry them, so a turn holding
+    one (or nested past what JSON can write) is a `ResponseDecodeError` now rather than a
+    failure of every later request.
+
+    >>> native_record([{"input": {"x": 1}}], provider="p", model="m")
+    '[{"input": {"x": 1}}]'
+    >>> native_record([{"x": float("nan")}], provider="p", model="m")
+    Traceback (most recent call last):
+    adapters.errors.ResponseDecodeError: p: the reply holds a number JSON cannot send back (NaN or Infinity)
+    """
+    try:
+        return json.dumps(turn, ensure_ascii=False, allow_nan=False)
+    except (ValueError, RecursionError):
+        raise ResponseDecodeError(
+            "the reply holds a number JSON cannot send back (NaN or Infinity)",
+            provider=provider,
+            model=model,
+        ) from None
 
 
 def split_system(messages: Iterable[Message]) -> tuple[str, list[Message]]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 from PIL import Image, UnidentifiedImageError
 
+from adapters._wire import native_record
 from adapters.contract import HttpCall, ModelRequest, ProviderReply
 from adapters.errors import (
     ConfigurationError,
@@ -382,7 +382,7 @@ class AnthropicComputerProvider:
         continuation = Continuation(
             response_id=message_id if isinstance(message_id, str) else "",
             call_ids=tuple(call_id for call_id, _ in calls),
-            native=json.dumps(content, ensure_ascii=False),
+            native=native_record(content, provider=self.name, model=request.model),
         )
         model = body.get("model")
         return ProviderReply(

@@ -34,12 +34,12 @@ and ends with FAIL, and continuing that chain raises `SafetyCheckPending`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from adapters._wire import native_record
 from adapters.contract import HttpCall, ModelRequest, ProviderReply
 from adapters.errors import (
     ConfigurationError,
@@ -415,7 +415,7 @@ class GeminiComputerProvider:
             response_id=str(body.get("responseId", "")) if isinstance(body, Mapping) else "",
             call_ids=tuple(call_id for call_id, _, _ in calls),
             safety_checks=checks,
-            native=json.dumps(parts, ensure_ascii=False),
+            native=native_record(parts, provider=self.name, model=request.model),
         )
         return attrs.evolve(plain, text=text, continuation=continuation)
 

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
-from adapters._wire import detail_count, split_system, token_count
+from adapters._wire import detail_count, native_record, split_system, token_count
 from adapters.contract import HttpCall, ModelRequest, ProviderReply, Usage
 from adapters.errors import (
     ConfigurationError,
@@ -352,14 +351,13 @@ class ResponsesProvider:
         stopped = early_stop(reason, NATURAL_STOPS)
         text = self._reply_text(request, read, stopped) if read.calls or read.thoughts else ""
         response_id = body.get("id")
+        native = native_record(read.items, provider=self.name, model=request.model)
         continuation = (
             Continuation(
                 response_id=response_id,
                 call_ids=read.call_ids,
                 safety_checks=read.safety_checks,
-                native=json.dumps(read.items, ensure_ascii=False)
-                if self._keeps_calls(read)
-                else "",
+                native=native if self._keeps_calls(read) else "",
             )
             if isinstance(response_id, str)
             else None
