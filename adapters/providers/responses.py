@@ -54,6 +54,7 @@ from adapters.providers.computer_use import (
 )
 from adapters.providers.openai_chat import API_KEY_ENV, DEFAULT_OPENAI_BASE_URL, chat_error
 from osharm_core import Continuation, ImagePart, Message, TextPart
+from osharm_core.errors import excerpt
 from osharm_core.observation import png_size as header_size
 
 #: OpenAI's API root; the key comes from the same variable as for chat (`API_KEY_ENV`).
@@ -146,19 +147,34 @@ def _call_actions(item: Mapping[str, Any]) -> list[Any]:
 
 
 def _safety_checks(item: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The (id, code, message) of each pending safety check of a `computer_call`.
+
+    Fails closed: whatever is there and not empty is pending, a malformed check too (an
+    id that is not a string, or none; not an object; one object in place of the list),
+    its id and code quoted from what came.
+
+    >>> _safety_checks({"pending_safety_checks": [{"id": "sc_1", "code": "c", "message": "m"}]})
+    [('sc_1', 'c', 'm')]
+    >>> _safety_checks({"pending_safety_checks": {"id": 7, "code": "c"}})
+    [('7', 'c', '')]
+    >>> _safety_checks({"pending_safety_checks": []}), _safety_checks({})
+    ([], [])
+    """
     checks = item.get("pending_safety_checks")
-    found = []
-    for check in checks if isinstance(checks, list) else ():
-        if isinstance(check, Mapping) and isinstance(check.get("id"), str):
-            code, message = check.get("code"), check.get("message")
-            found.append(
-                (
-                    check["id"],
-                    code if isinstance(code, str) else "",
-                    message if isinstance(message, str) else "",
-                )
-            )
-    return found
+    if not checks:
+        return []
+    return [_safety_check(c) for c in (checks if isinstance(checks, list) else [checks])]
+
+
+def _safety_check(check: object) -> tuple[str, str, str]:
+    if not isinstance(check, Mapping):
+        return (excerpt(check), "malformed_safety_check", "")
+    check_id, code, message = check.get("id"), check.get("code"), check.get("message")
+    return (
+        check_id if isinstance(check_id, str) else excerpt(check_id),
+        code if isinstance(code, str) else "" if code is None else excerpt(code),
+        message if isinstance(message, str) else "" if message is None else excerpt(message),
+    )
 
 
 @attrs.frozen
