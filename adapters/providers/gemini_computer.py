@@ -74,6 +74,7 @@ from adapters.providers.native import (
     split_latest,
 )
 from osharm_core import Continuation
+from osharm_core.errors import excerpt
 
 if TYPE_CHECKING:
     from adapters.registry import ModelRegistry
@@ -296,13 +297,16 @@ def _calls(parts: Sequence[Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
 
 
 def _safety_check(call_id: str, args: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The call's pending safety check, failing closed: a `safety_decision` is pending unless
+    its `decision` is a string naming a regular one (an ill-typed decision is pending too)."""
     decision = args.get("safety_decision")
     if decision is None:
         return None
     if not isinstance(decision, Mapping):
-        return (call_id, "safety_decision", repr(decision))
+        return (call_id, "safety_decision", excerpt(decision))
     verdict = decision.get("decision")
-    verdict = verdict if isinstance(verdict, str) else ""
+    if not isinstance(verdict, str):
+        return (call_id, "safety_decision", excerpt(dict(decision)))
     if verdict.lower() in _REGULAR_DECISIONS:
         return None
     explanation = decision.get("explanation")

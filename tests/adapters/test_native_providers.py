@@ -234,6 +234,29 @@ def test_gemini_continuing_past_a_safety_decision_is_refused() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    "decision",
+    [{"decision": 1}, {"decision": None}, {"explanation": "Needs consent."}, ["no"], "yes"],
+)
+def test_gemini_a_malformed_safety_decision_is_pending(decision: object) -> None:
+    """Fail closed: a safety_decision whose decision is not a string (or is missing), or that is
+    not an object, withholds the call for FAIL like require_confirmation."""
+    call = {"name": "click_at", "args": {"x": 500, "y": 500, "safety_decision": decision}}
+    body = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"functionCall": call}]},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    reply = GeminiComputerProvider(api_key=FAKE_KEY).decode(_request("gemini-3.5-flash"), body)
+    assert reply.continuation is not None
+    assert reply.continuation.safety_checks
+    assert reply.text.endswith("\n\nFAIL")
+    assert "click" not in reply.text
+
+
 def _gemini_answers(parts: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
     """The model turn resent and the function responses sent after a reply made of `parts`."""
     provider = GeminiComputerProvider(api_key=FAKE_KEY)
