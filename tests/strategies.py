@@ -127,14 +127,21 @@ cua_anything = cua_actions | st.dictionaries(
     max_size=6,
 )
 
+_finite_json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10)
+)
 _check_field = st.recursive(
-    _json_leaf, lambda inner: st.lists(inner, max_size=2), max_leaves=3
+    _finite_json_leaf, lambda inner: st.lists(inner, max_size=2), max_leaves=3
 ) | st.text(max_size=12)
 
 #: What a server might send as a computer_call's `pending_safety_checks`: a well-formed list,
 #: checks with ill-typed or missing fields, non-objects, one object in place of the list.
 safety_check_values = st.recursive(
-    _json_leaf
+    _finite_json_leaf
     | st.fixed_dictionaries(
         {},
         optional={"id": _check_field, "code": _check_field, "message": _check_field},
