@@ -119,13 +119,29 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+#: The most characters of a server's own words (an error message, its type) an error quotes.
+MAX_ERROR_TEXT: Final = 500
+
+
+def error_text(text: str) -> str:
+    """A server's words as an error quotes them: stripped, cut after `MAX_ERROR_TEXT` characters.
+
+    >>> error_text(" oops "), error_text("A" * 5_000_000)[495:]
+    ('oops', 'AAAAA... (5,000,000 characters)')
+    """
+    text = text.strip()
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    return f"{text[:MAX_ERROR_TEXT]}... ({len(text):,} characters)"
+
+
 def fallback_message(status: int, text: str) -> str:
     """What an error reply says when its body names no message: its text, or that it was empty.
 
     >>> fallback_message(502, " <html>Bad Gateway</html> "), fallback_message(503, "")
     ('<html>Bad Gateway</html>', 'HTTP 503 with an empty body')
     """
-    return text.strip()[:500] or f"HTTP {status} with an empty body"
+    return error_text(text) or f"HTTP {status} with an empty body"
 
 
 @attrs.frozen
@@ -134,7 +150,8 @@ class ErrorBody:
 
     `detail` is the error object (empty when there is none); `label` its type
     or status word (`""` when absent); `message` its message, else the reply
-    text, else a note that the body was empty (see `fallback_message`).
+    text, else a note that the body was empty (see `fallback_message`); label
+    and message are cut as `error_text` cuts them.
     """
 
     detail: Mapping[str, Any]
@@ -157,8 +174,9 @@ class ErrorBody:
         message = detail.get("message")
         return cls(
             detail=detail,
-            label=label if isinstance(label, str) else "",
-            message=(message if isinstance(message, str) else "") or fallback_message(status, text),
+            label=error_text(label) if isinstance(label, str) else "",
+            message=(error_text(message) if isinstance(message, str) else "")
+            or fallback_message(status, text),
         )
 
     @property

@@ -80,6 +80,7 @@ from adapters.providers.native import (
     split_latest,
 )
 from osharm_core import Continuation, ImagePart
+from osharm_core.errors import excerpt
 
 if TYPE_CHECKING:
     from adapters.registry import ModelRegistry
@@ -371,7 +372,7 @@ class AnthropicComputerProvider:
             elif block.get("type") == "tool_use":
                 if block.get("name") != TOOL_NAME or not isinstance(block.get("id"), str):
                     raise ResponseDecodeError(
-                        f"tool_use of an undeclared tool or without an id: {block.get('name')!r}",
+                        f"tool_use of an undeclared tool or without an id: {excerpt(block.get('name'))}",
                         **where,
                     )
                 calls.append((block["id"], block.get("input")))

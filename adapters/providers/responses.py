@@ -34,7 +34,13 @@ from typing import Any, Final
 
 import attrs
 
-from adapters._wire import detail_count, native_record, split_system, token_count
+from adapters._wire import (
+    detail_count,
+    error_text,
+    native_record,
+    split_system,
+    token_count,
+)
 from adapters.contract import HttpCall, ModelRequest, ProviderReply, Usage
 from adapters.errors import (
     ConfigurationError,
@@ -356,7 +362,8 @@ class ResponsesProvider:
         failure = body.get("error")
         if isinstance(failure, Mapping) or body.get("status") == "failed":
             message = failure.get("message") if isinstance(failure, Mapping) else None
-            raise ResponseDecodeError(f"response failed: {message or 'no message'}", **where)
+            said = error_text(message) if isinstance(message, str) else ""
+            raise ResponseDecodeError(f"response failed: {said or 'no message'}", **where)
         output = body.get("output")
         if not isinstance(output, list):
             raise ResponseDecodeError("reply has no output list", **where)

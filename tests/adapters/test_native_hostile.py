@@ -145,6 +145,15 @@ def test_a_call_holding_a_non_finite_number_is_a_decode_error(
     assert _interpret(provider, _raw(body, "1.5")).text == "WAIT"
 
 
+def test_an_undeclared_tool_s_huge_name_is_quoted_short() -> None:
+    """A tool_use naming a 1 MB tool is a decode error of a few hundred characters."""
+    body = _anthropic(action="screenshot")
+    body["content"][0]["name"] = "x" * 1_000_000
+    with pytest.raises(ResponseDecodeError, match="undeclared tool") as caught:
+        _interpret(ANTHROPIC, json.dumps(body))
+    assert len(str(caught.value)) < 300
+
+
 def test_a_request_json_cannot_carry_is_a_typed_error_and_nothing_is_sent(
     server: LoopbackServer,
 ) -> None:

@@ -339,6 +339,14 @@ def test_continuing_past_a_pending_safety_check_is_refused(screenshot: ImagePart
     assert not isinstance(caught.value, ModelCallError)
 
 
+def test_a_failed_response_s_message_is_cut() -> None:
+    """A 200 reply whose error message is 5 MB gives an error of a few hundred characters."""
+    body = _reply(error={"message": "A" * 5_000_000})
+    with pytest.raises(ResponseDecodeError, match="5,000,000 characters") as caught:
+        ResponsesProvider(api_key=KEY).decode(_request(), body)
+    assert len(str(caught.value)) < 1_000
+
+
 def test_unknown_action_is_a_typed_error() -> None:
     """An action the converter does not know raises ResponseDecodeError naming it."""
     body = _reply(computer_call("c1", {"type": "zoom", "x": 1, "y": 1}))
