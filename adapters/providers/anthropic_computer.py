@@ -47,6 +47,7 @@ from adapters.errors import (
     ResponseDecodeError,
     UnsupportedComputerAction,
 )
+from adapters.providers._credentials import valid_key
 from adapters.providers.anthropic import (
     DEFAULT_BASE_URL,
     AnthropicProvider,
@@ -269,7 +270,7 @@ class AnthropicComputerProvider:
     per-family sampling table (`adapters.providers.anthropic.sampling_for`).
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     sampling: Sampling | None = None
     tool_version: str | None = None

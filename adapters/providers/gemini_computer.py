@@ -48,6 +48,7 @@ from adapters.errors import (
     SafetyCheckPending,
     UnsupportedComputerAction,
 )
+from adapters.providers._credentials import valid_key
 from adapters.providers.anthropic import media_type
 from adapters.providers.computer_use import (
     MAX_GESTURES,
@@ -330,7 +331,7 @@ class GeminiComputerProvider:
     the scroll conversion; `thinking_budget` as for the plain provider.
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     environment: str | None = None
     display: tuple[int, int] = DEFAULT_DISPLAY

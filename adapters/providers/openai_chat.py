@@ -29,7 +29,13 @@ from adapters.errors import (
     QuotaExceededError,
     ResponseDecodeError,
 )
-from adapters.providers._credentials import named_model, pick_key, require_key, require_url
+from adapters.providers._credentials import (
+    named_model,
+    pick_key,
+    require_key,
+    require_url,
+    valid_key,
+)
 from osharm_core import render_openai_chat
 from osharm_core.errors import number_excerpt
 
@@ -237,7 +243,7 @@ class OpenAIChatProvider(ChatCompletionsReplies):
     """
 
     base_url: str = DEFAULT_OPENAI_BASE_URL
-    api_key: str | None = attrs.field(default=None, repr=False)
+    api_key: str | None = attrs.field(default=None, repr=False, validator=valid_key)
     name: str = "openai"
 
     def encode(self, request: ModelRequest) -> HttpCall:

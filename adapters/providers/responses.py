@@ -49,6 +49,7 @@ from adapters.errors import (
     SafetyCheckPending,
     UnsupportedComputerAction,
 )
+from adapters.providers._credentials import valid_key
 from adapters.providers.computer_use import (
     MAX_GESTURES,
     Gesture,
@@ -264,7 +265,7 @@ class ResponsesProvider:
     environment in the tool, the native calls kept in the continuation).
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     environment: str = "linux"
     display: tuple[int, int] = DEFAULT_DISPLAY
