@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
 
+from adapters.contract import plausible_count
 from adapters.errors import (
     AuthenticationError,
     BadRequestError,
     ModelCallError,
+    ResponseDecodeError,
     RetryableError,
 )
 from osharm_core import ImagePart, Message, TextPart
@@ -116,13 +119,29 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+#: The most characters of a server's own words (an error message, its type) an error quotes.
+MAX_ERROR_TEXT: Final = 500
+
+
+def error_text(text: str) -> str:
+    """A server's words as an error quotes them: stripped, cut after `MAX_ERROR_TEXT` characters.
+
+    >>> error_text(" oops "), error_text("A" * 5_000_000)[495:]
+    ('oops', 'AAAAA... (5,000,000 characters)')
+    """
+    text = text.strip()
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    return f"{text[:MAX_ERROR_TEXT]}... ({len(text):,} characters)"
+
+
 def fallback_message(status: int, text: str) -> str:
     """What an error reply says when its body names no message: its text, or that it was empty.
 
     >>> fallback_message(502, " <html>Bad Gateway</html> "), fallback_message(503, "")
     ('<html>Bad Gateway</html>', 'HTTP 503 with an empty body')
     """
-    return text.strip()[:500] or f"HTTP {status} with an empty body"
+    return error_text(text) or f"HTTP {status} with an empty body"
 
 
 @attrs.frozen
@@ -131,7 +150,8 @@ class ErrorBody:
 
     `detail` is the error object (empty when there is none); `label` its type
     or status word (`""` when absent); `message` its message, else the reply
-    text, else a note that the body was empty (see `fallback_message`).
+    text, else a note that the body was empty (see `fallback_message`); label
+    and message are cut as `error_text` cuts them.
     """
 
     detail: Mapping[str, Any]
@@ -154,8 +174,9 @@ class ErrorBody:
         message = detail.get("message")
         return cls(
             detail=detail,
-            label=label if isinstance(label, str) else "",
-            message=(message if isinstance(message, str) else "") or fallback_message(status, text),
+            label=error_text(label) if isinstance(label, str) else "",
+            message=(error_text(message) if isinstance(message, str) else "")
+            or fallback_message(status, text),
         )
 
     @property
@@ -181,15 +202,20 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 
 
 def token_count(usage: object, field: str) -> int | None:
-    """The integer `usage[field]` of a decoded reply's usage object; `None` when absent or not an int.
+    """The integer `usage[field]` of a decoded reply's usage object; `None` when absent, not an
+    int, or out of range (negative, or `MAX_TOKEN_COUNT` and past: JSON allows 400 digits).
 
     >>> token_count({"input_tokens": 7, "cached": True}, "input_tokens")
     7
     >>> token_count({"cached": True}, "cached"), token_count(None, "input_tokens")
     (None, None)
+    >>> token_count({"n": -1}, "n"), token_count({"n": 10**400}, "n")
+    (None, None)
     """
     value = usage.get(field) if isinstance(usage, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return plausible_count(value)
 
 
 def detail_count(usage: object, group: str, field: str) -> int | None:
@@ -201,6 +227,29 @@ def detail_count(usage: object, group: str, field: str) -> int | None:
     """
     details = usage.get(group) if isinstance(usage, Mapping) else None
     return token_count(details, field)
+
+
+def native_record(turn: Any, *, provider: str, model: str) -> str:
+    """A reply's native turn as the JSON kept in `Continuation.native` (and resent next step).
+
+    JSON readers take `NaN` and `Infinity`, but no request may carry them, so a turn holding
+    one (or nested past what JSON can write) is a `ResponseDecodeError` now rather than a
+    failure of every later request.
+
+    >>> native_record([{"input": {"x": 1}}], provider="p", model="m")
+    '[{"input": {"x": 1}}]'
+    >>> native_record([{"x": float("nan")}], provider="p", model="m")
+    Traceback (most recent call last):
+    adapters.errors.ResponseDecodeError: p: the reply holds a number JSON cannot send back (NaN or Infinity)
+    """
+    try:
+        return json.dumps(turn, ensure_ascii=False, allow_nan=False)
+    except (ValueError, RecursionError):
+        raise ResponseDecodeError(
+            "the reply holds a number JSON cannot send back (NaN or Infinity)",
+            provider=provider,
+            model=model,
+        ) from None
 
 
 def split_system(messages: Iterable[Message]) -> tuple[str, list[Message]]:

@@ -405,6 +405,9 @@ class PromptAgent:
             response.text,
             continuation=response.continuation,
         )
+        # Accounted before the state moves on: if pricing fails, the turn is neither taken nor
+        # recorded, and the error leaves the agent as it was.
+        cost, budget_note = self._account(pending.config, response, held, len(new_state))
         self._state = new_state
         self._linearized = pending.step.linearized
         self._last_request = pending.step
@@ -433,7 +436,6 @@ class PromptAgent:
             response.usage,
             "unparsable" if actions is None else len(actions),
         )
-        cost, budget_note = self._account(pending.config, response, held)
         if self.recorder is not None:
             tagged = pending.step.observation.screenshot
             self.recorder.record(
@@ -460,10 +462,14 @@ class PromptAgent:
         return response.text, actions
 
     def _account(
-        self, config: AgentConfig, response: ModelResponse, held: Reservation | None = None
+        self,
+        config: AgentConfig,
+        response: ModelResponse,
+        held: Reservation | None,
+        number: int,
     ) -> tuple[float | None, str | None]:
-        """Price the step, add it to the episode's (and the budget's, settling `held`) totals;
-        a reached cap's note.
+        """Price step `number`, add it to the episode's (and the budget's, settling `held`)
+        totals; a reached cap's note.
 
         A reply a fork or a resumed task replays from its recording (`prepaid`) was
         paid for by the run that recorded it: its recorded cost is returned for the record,
@@ -484,9 +490,7 @@ class PromptAgent:
             self.budget.charge(step)
         reached = self.budget.exceeded(self._usage)
         if reached is not None:
-            self.logger.warning(
-                "Step %d: %s; no further request will be sent", len(self._state), reached
-            )
+            self.logger.warning("Step %d: %s; no further request will be sent", number, reached)
         return cost, None if reached is None else str(reached)
 
     def _log_failure(self, exc: Exception, latency: float) -> None:

@@ -10,7 +10,7 @@ sync and the async path.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -59,6 +59,20 @@ class ModelRequest:
             action_space=config.action_space,
             continuation=continuation,
         )
+
+
+#: Token counts are read from 0 up to below this (2**53, past which floats skip integers); a
+#: provider's count outside that range is nonsense and read as unreported (`None`).
+MAX_TOKEN_COUNT: Final = 2**53
+
+
+def plausible_count(value: int | None) -> int | None:
+    """`value` when it is a token count in range (0 to `MAX_TOKEN_COUNT`), else None.
+
+    >>> plausible_count(7), plausible_count(-1), plausible_count(10**400), plausible_count(None)
+    (7, None, None, None)
+    """
+    return value if value is not None and 0 <= value < MAX_TOKEN_COUNT else None
 
 
 @attrs.frozen(kw_only=True)

@@ -127,6 +127,29 @@ cua_anything = cua_actions | st.dictionaries(
     max_size=6,
 )
 
+_finite_json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10)
+)
+_check_field = st.recursive(
+    _finite_json_leaf, lambda inner: st.lists(inner, max_size=2), max_leaves=3
+) | st.text(max_size=12)
+
+#: What a server might send as a computer_call's `pending_safety_checks`: a well-formed list,
+#: checks with ill-typed or missing fields, non-objects, one object in place of the list.
+safety_check_values = st.recursive(
+    _finite_json_leaf
+    | st.fixed_dictionaries(
+        {},
+        optional={"id": _check_field, "code": _check_field, "message": _check_field},
+    ),
+    lambda inner: st.lists(inner, max_size=3),
+    max_leaves=6,
+)
+
 # --- adapters: engine, retries, registry --------------------------------------
 
 #: HTTP statuses a model server can fail with (4xx and 5xx, the usual ones weighted in).
@@ -623,6 +646,28 @@ def usages(draw: st.DrawFn) -> object:
 
 #: Per-million-token prices: zero, tiny, ordinary and large.
 prices_per_million = st.floats(0, 1000, allow_nan=False, allow_infinity=False)
+
+#: Token counts no real reply holds (JSON allows any number of digits): near 2**53, past
+#: what a float can hold, hugely negative; and any other integer.
+hostile_token_counts = st.integers() | st.sampled_from(
+    [2**53 - 1, 2**53, 10**308, 10**309, 10**400, -(10**400)]
+)
+
+
+@st.composite
+def hostile_usages(draw: st.DrawFn) -> object:
+    """`adapters.contract.Usage` values whose counts may be any integer at all (or None)."""
+    from adapters.contract import Usage
+
+    count = st.none() | hostile_token_counts
+    return Usage(
+        input_tokens=draw(count),
+        output_tokens=draw(count),
+        total_tokens=draw(count),
+        cached_input_tokens=draw(count),
+        reasoning_tokens=draw(count),
+    )
+
 
 # --- coordinate frames and scaling presets (tests/test_frames.py, tests/test_scaling.py) ---
 

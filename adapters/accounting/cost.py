@@ -4,26 +4,28 @@ A step's cost is `(input - cached) * input price + cached * cached price +
 output * output price`, per million tokens. Reasoning tokens are inside
 `output_tokens` for every provider (see `Usage`), so they are billed as
 output and never twice. A cost is `None` (unknown) when the model has no
-price, when the provider did not report input and output tokens, or when it
-reported cached tokens and the price has no cached rate.
+price, when the provider did not report input and output tokens (a count
+outside 0 to `MAX_TOKEN_COUNT` is not a report), when it reported cached
+tokens and the price has no cached rate, or when it would not be finite.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Protocol
 
 import attrs
 
 from adapters.accounting.prices import ModelPrice, PriceTable, default_prices
-from adapters.contract import Usage
+from adapters.contract import Usage, plausible_count
 
 _MILLION = 1_000_000
 
 
 def _count(value: int | None) -> int | None:
-    """A provider's count, or `None` when it is missing or nonsensical (negative)."""
-    return value if value is not None and value >= 0 else None
+    """A provider's count, or `None` when it is missing or nonsensical (negative, or 2**53 and past)."""
+    return plausible_count(value)
 
 
 def price_usage(usage: Usage, price: ModelPrice) -> float | None:
@@ -42,7 +44,8 @@ def price_usage(usage: Usage, price: ModelPrice) -> float | None:
     if cached and price.cached_input is None:
         return None
     cached_rate = price.cached_input or 0.0
-    return ((inp - cached) * price.input + cached * cached_rate + out * price.output) / _MILLION
+    cost = ((inp - cached) * price.input + cached * cached_rate + out * price.output) / _MILLION
+    return cost if math.isfinite(cost) else None
 
 
 def step_cost(usage: Usage, model: str, prices: PriceTable | None = None) -> float | None:

@@ -63,7 +63,7 @@ from adapters.errors import (
     ResponseDecodeError,
     RetryableError,
 )
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, excerpt
 
 logger = logging.getLogger(__name__)
 
@@ -532,7 +532,8 @@ class HttpModelClient:
     def _request(self, client: httpx.Client | httpx.AsyncClient, run: _Run) -> httpx.Request:
         """The httpx request for the pending call, with this client's timeout within the deadline."""
         left = run.remaining()
-        call = run.sending().call
+        pending = run.sending()
+        call = pending.call
         timeout = self.timeout
         if left is not None:
             timeout = httpx.Timeout(
@@ -543,7 +544,15 @@ class HttpModelClient:
             )
         headers = {"accept-encoding": ACCEPT_ENCODING, **call.headers}
         # The bytes and headers httpx makes for `json=`, encoded faster (see adapters.engine.jsonbody).
-        body = None if call.json is None else json_body(call.json)
+        try:
+            body = None if call.json is None else json_body(call.json)
+        except (ValueError, TypeError, RecursionError) as exc:  # NaN, a non-JSON type, depth
+            raise ModelCallError(
+                f"the request body cannot be written as JSON ({type(exc).__name__}: "
+                f"{excerpt(str(exc))}); nothing was sent",
+                provider=self.provider.name,
+                model=pending.request.model,
+            ) from None
         request = client.build_request(
             call.method, call.url, headers=headers, content=body, timeout=timeout
         )

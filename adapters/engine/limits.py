@@ -298,7 +298,10 @@ class RateLimiter:
             now = self._clock()
             if self._tokens is not None and tokens is not None and tokens > 0:
                 self._tokens.refill(now)
-                self._tokens.level -= min(float(tokens), self._tokens.capacity * 60)
+                cap = (
+                    self._tokens.capacity * 60
+                )  # compared exactly: float() of a 400-digit int raises
+                self._tokens.level -= cap if tokens >= cap else float(tokens)
             budgets = self._budgets(lowered)
             requests = self._request_budget(lowered)
             if requests is not None:

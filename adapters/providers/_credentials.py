@@ -99,6 +99,29 @@ def check_key(key: str, where: str, *, provider: str) -> str:
     )
 
 
+def valid_key(instance: object, attribute: object, value: Any) -> None:
+    """The attrs validator of a provider's `api_key`: `check_key` when the provider is built,
+    so a key no header can carry is a `ConfigurationError` (never shown) before any request,
+    however the provider was made. `None` passes (a provider that may go without a key).
+
+    >>> import attrs
+    >>> Acme = attrs.make_class("Acme", {"api_key": attrs.field(validator=valid_key)})
+    >>> Acme("sk-SECRÉT")
+    Traceback (most recent call last):
+    ...
+    adapters.errors.ConfigurationError: Acme: the API key in api_key holds a space, a line break or a non-ASCII character, so no request can carry it; check how it was set (its value is not shown)
+    """
+    if value is None:
+        return
+    provider = getattr(instance, "name", None)
+    provider = provider if isinstance(provider, str) and provider else type(instance).__name__
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"{provider}: api_key must be a string, not {type(value).__name__}"
+        )
+    check_key(value, "api_key", provider=provider)
+
+
 def require_url(
     explicit: str | None,
     names: Sequence[str],

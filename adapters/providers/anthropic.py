@@ -39,7 +39,7 @@ from adapters.errors import (
     ResponseDecodeError,
     RetryableError,
 )
-from adapters.providers._credentials import keyed_client
+from adapters.providers._credentials import keyed_client, valid_key
 from osharm_core import ImagePart, Message, TextPart
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class AnthropicProvider:
     `sampling` overrides the per-family table of `sampling_for`.
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     sampling: Sampling | None = None
     name = "anthropic"

@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 from PIL import Image, UnidentifiedImageError
 
+from adapters._wire import native_record
 from adapters.contract import HttpCall, ModelRequest, ProviderReply
 from adapters.errors import (
     ConfigurationError,
@@ -47,6 +47,7 @@ from adapters.errors import (
     ResponseDecodeError,
     UnsupportedComputerAction,
 )
+from adapters.providers._credentials import valid_key
 from adapters.providers.anthropic import (
     DEFAULT_BASE_URL,
     AnthropicProvider,
@@ -80,6 +81,7 @@ from adapters.providers.native import (
     split_latest,
 )
 from osharm_core import Continuation, ImagePart
+from osharm_core.errors import excerpt
 
 if TYPE_CHECKING:
     from adapters.registry import ModelRegistry
@@ -268,7 +270,7 @@ class AnthropicComputerProvider:
     per-family sampling table (`adapters.providers.anthropic.sampling_for`).
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     sampling: Sampling | None = None
     tool_version: str | None = None
@@ -371,7 +373,7 @@ class AnthropicComputerProvider:
             elif block.get("type") == "tool_use":
                 if block.get("name") != TOOL_NAME or not isinstance(block.get("id"), str):
                     raise ResponseDecodeError(
-                        f"tool_use of an undeclared tool or without an id: {block.get('name')!r}",
+                        f"tool_use of an undeclared tool or without an id: {excerpt(block.get('name'))}",
                         **where,
                     )
                 calls.append((block["id"], block.get("input")))
@@ -382,7 +384,7 @@ class AnthropicComputerProvider:
         continuation = Continuation(
             response_id=message_id if isinstance(message_id, str) else "",
             call_ids=tuple(call_id for call_id, _ in calls),
-            native=json.dumps(content, ensure_ascii=False),
+            native=native_record(content, provider=self.name, model=request.model),
         )
         model = body.get("model")
         return ProviderReply(

@@ -13,7 +13,7 @@ import attrs
 
 from adapters.contract import HttpCall, ModelClient, ModelRequest
 from adapters.errors import ConfigurationError
-from adapters.providers._credentials import from_env, require_key, require_url
+from adapters.providers._credentials import from_env, require_key, require_url, valid_key
 from adapters.providers.openai_chat import ChatCompletionsReplies, chat_body
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class AzureOpenAIProvider(ChatCompletionsReplies):
     """
 
     base_url: str
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     deployment: str
     api_version: str = DEFAULT_AZURE_API_VERSION
     name: str = "azure"

@@ -665,12 +665,22 @@ def gestures_computer_13(gestures: Iterable[Gesture]) -> str:
     return "\n".join(_json_block(json.dumps(d, ensure_ascii=False)) for d in converted)
 
 
-def quote_thought(text: str) -> str:
-    """Model prose made inert for the action parsers: no fences, no bare WAIT / DONE / FAIL line.
+#: `{` and `}` as full-width look-alikes, which no JSON reader takes for an object.
+_INERT_BRACES: Final = str.maketrans({"{": "\uff5b", "}": "\uff5d"})
+
+
+def quote_thought(text: str, action_space: str = "computer_13") -> str:
+    """Model prose made inert for the action parsers: no fences, no bare WAIT / DONE / FAIL line,
+    and in computer_13 (whose parser reads a reply without blocks as JSON and searches its
+    prose for objects) no braces.
 
     >>> quote_thought("Done.\\nDONE\\n```python\\nx\\n```")
     "Done.\\n> DONE\\n'''python\\nx\\n'''"
+    >>> print(quote_thought('Not {"action_type": "WAIT"}'), quote_thought("{}", "pyautogui"))
+    Not ｛"action_type": "WAIT"｝ {}
     """
+    if action_space == "computer_13":
+        text = text.translate(_INERT_BRACES)
     lines = []
     for line in text.replace("```", "'''").splitlines():
         lines.append(f"> {line}" if line.strip().upper() in _SPECIAL else line)
@@ -713,7 +723,7 @@ def reply_text(
     no action at all. `refuse` ends the reply with FAIL instead of the
     actions (a pending safety check withholds the flagged call).
     """
-    thought = quote_thought("\n\n".join((*thoughts, *notes)))
+    thought = quote_thought("\n\n".join((*thoughts, *notes)), action_space)
     prefix = f"{thought}\n\n" if thought else ""
     if gestures is None and stopped is not None:
         logger.warning(

@@ -44,7 +44,7 @@ from adapters.errors import (
     ResponseDecodeError,
     RetryableError,
 )
-from adapters.providers._credentials import keyed_client
+from adapters.providers._credentials import keyed_client, valid_key
 from adapters.providers.anthropic import media_type
 from osharm_core import ImagePart, Message, TextPart
 
@@ -134,7 +134,7 @@ class GeminiProvider:
     models count thoughts against `maxOutputTokens`).
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     thinking_budget: int | None = None
     name = "gemini"

@@ -34,12 +34,12 @@ and ends with FAIL, and continuing that chain raises `SafetyCheckPending`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from adapters._wire import native_record
 from adapters.contract import HttpCall, ModelRequest, ProviderReply
 from adapters.errors import (
     ConfigurationError,
@@ -48,6 +48,7 @@ from adapters.errors import (
     SafetyCheckPending,
     UnsupportedComputerAction,
 )
+from adapters.providers._credentials import valid_key
 from adapters.providers.anthropic import media_type
 from adapters.providers.computer_use import (
     MAX_GESTURES,
@@ -74,6 +75,7 @@ from adapters.providers.native import (
     split_latest,
 )
 from osharm_core import Continuation
+from osharm_core.errors import excerpt
 
 if TYPE_CHECKING:
     from adapters.registry import ModelRegistry
@@ -296,13 +298,16 @@ def _calls(parts: Sequence[Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
 
 
 def _safety_check(call_id: str, args: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The call's pending safety check, failing closed: a `safety_decision` is pending unless
+    its `decision` is a string naming a regular one (an ill-typed decision is pending too)."""
     decision = args.get("safety_decision")
     if decision is None:
         return None
     if not isinstance(decision, Mapping):
-        return (call_id, "safety_decision", repr(decision))
+        return (call_id, "safety_decision", excerpt(decision))
     verdict = decision.get("decision")
-    verdict = verdict if isinstance(verdict, str) else ""
+    if not isinstance(verdict, str):
+        return (call_id, "safety_decision", excerpt(dict(decision)))
     if verdict.lower() in _REGULAR_DECISIONS:
         return None
     explanation = decision.get("explanation")
@@ -326,7 +331,7 @@ class GeminiComputerProvider:
     the scroll conversion; `thinking_budget` as for the plain provider.
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     environment: str | None = None
     display: tuple[int, int] = DEFAULT_DISPLAY
@@ -415,7 +420,7 @@ class GeminiComputerProvider:
             response_id=str(body.get("responseId", "")) if isinstance(body, Mapping) else "",
             call_ids=tuple(call_id for call_id, _, _ in calls),
             safety_checks=checks,
-            native=json.dumps(parts, ensure_ascii=False),
+            native=native_record(parts, provider=self.name, model=request.model),
         )
         return attrs.evolve(plain, text=text, continuation=continuation)
 

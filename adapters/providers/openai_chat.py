@@ -17,6 +17,7 @@ import attrs
 from adapters._wire import (
     detail_count,
     error_for_status,
+    error_text,
     fallback_message,
     request_id_from,
     token_count,
@@ -28,8 +29,15 @@ from adapters.errors import (
     QuotaExceededError,
     ResponseDecodeError,
 )
-from adapters.providers._credentials import named_model, pick_key, require_key, require_url
+from adapters.providers._credentials import (
+    named_model,
+    pick_key,
+    require_key,
+    require_url,
+    valid_key,
+)
 from osharm_core import render_openai_chat
+from osharm_core.errors import number_excerpt
 
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
@@ -165,19 +173,22 @@ def decode_chat(provider: str, request: ModelRequest, body: Any) -> ProviderRepl
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
-    """`(message, type, code)` of an OpenAI-style `{"error": {...}}` body (or a bare string error)."""
+    """`(message, type, code)` of an OpenAI-style `{"error": {...}}` body (or a bare string
+    error), each cut as `error_text` cuts it."""
     if not isinstance(body, dict):
         return None, None, None
     error = body.get("error")
     if isinstance(error, str):
-        return error, None, None
+        return error_text(error), None, None
     if not isinstance(error, dict):
         message = body.get("message")
-        return (message if isinstance(message, str) else None), None, None
+        return (error_text(message) if isinstance(message, str) else None), None, None
 
     def text(key: str) -> str | None:
         value = error.get(key)
-        return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            return None
+        return error_text(value) if isinstance(value, str) else number_excerpt(value)
 
     return text("message"), text("type"), text("code")
 
@@ -232,7 +243,7 @@ class OpenAIChatProvider(ChatCompletionsReplies):
     """
 
     base_url: str = DEFAULT_OPENAI_BASE_URL
-    api_key: str | None = attrs.field(default=None, repr=False)
+    api_key: str | None = attrs.field(default=None, repr=False, validator=valid_key)
     name: str = "openai"
 
     def encode(self, request: ModelRequest) -> HttpCall:

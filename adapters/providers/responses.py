@@ -29,13 +29,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
-from adapters._wire import detail_count, split_system, token_count
+from adapters._wire import (
+    detail_count,
+    error_text,
+    native_record,
+    split_system,
+    token_count,
+)
 from adapters.contract import HttpCall, ModelRequest, ProviderReply, Usage
 from adapters.errors import (
     ConfigurationError,
@@ -44,6 +49,7 @@ from adapters.errors import (
     SafetyCheckPending,
     UnsupportedComputerAction,
 )
+from adapters.providers._credentials import valid_key
 from adapters.providers.computer_use import (
     MAX_GESTURES,
     Gesture,
@@ -55,6 +61,7 @@ from adapters.providers.computer_use import (
 )
 from adapters.providers.openai_chat import API_KEY_ENV, DEFAULT_OPENAI_BASE_URL, chat_error
 from osharm_core import Continuation, ImagePart, Message, TextPart
+from osharm_core.errors import excerpt
 from osharm_core.observation import png_size as header_size
 
 #: OpenAI's API root; the key comes from the same variable as for chat (`API_KEY_ENV`).
@@ -147,19 +154,34 @@ def _call_actions(item: Mapping[str, Any]) -> list[Any]:
 
 
 def _safety_checks(item: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The (id, code, message) of each pending safety check of a `computer_call`.
+
+    Fails closed: whatever is there and not empty is pending, a malformed check too (an
+    id that is not a string, or none; not an object; one object in place of the list),
+    its id and code quoted from what came.
+
+    >>> _safety_checks({"pending_safety_checks": [{"id": "sc_1", "code": "c", "message": "m"}]})
+    [('sc_1', 'c', 'm')]
+    >>> _safety_checks({"pending_safety_checks": {"id": 7, "code": "c"}})
+    [('7', 'c', '')]
+    >>> _safety_checks({"pending_safety_checks": []}), _safety_checks({})
+    ([], [])
+    """
     checks = item.get("pending_safety_checks")
-    found = []
-    for check in checks if isinstance(checks, list) else ():
-        if isinstance(check, Mapping) and isinstance(check.get("id"), str):
-            code, message = check.get("code"), check.get("message")
-            found.append(
-                (
-                    check["id"],
-                    code if isinstance(code, str) else "",
-                    message if isinstance(message, str) else "",
-                )
-            )
-    return found
+    if not checks:
+        return []
+    return [_safety_check(c) for c in (checks if isinstance(checks, list) else [checks])]
+
+
+def _safety_check(check: object) -> tuple[str, str, str]:
+    if not isinstance(check, Mapping):
+        return (excerpt(check), "malformed_safety_check", "")
+    check_id, code, message = check.get("id"), check.get("code"), check.get("message")
+    return (
+        check_id if isinstance(check_id, str) else excerpt(check_id),
+        code if isinstance(code, str) else "" if code is None else excerpt(code),
+        message if isinstance(message, str) else "" if message is None else excerpt(message),
+    )
 
 
 @attrs.frozen
@@ -243,7 +265,7 @@ class ResponsesProvider:
     environment in the tool, the native calls kept in the continuation).
     """
 
-    api_key: str = attrs.field(repr=False)
+    api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
     environment: str = "linux"
     display: tuple[int, int] = DEFAULT_DISPLAY
@@ -341,7 +363,8 @@ class ResponsesProvider:
         failure = body.get("error")
         if isinstance(failure, Mapping) or body.get("status") == "failed":
             message = failure.get("message") if isinstance(failure, Mapping) else None
-            raise ResponseDecodeError(f"response failed: {message or 'no message'}", **where)
+            said = error_text(message) if isinstance(message, str) else ""
+            raise ResponseDecodeError(f"response failed: {said or 'no message'}", **where)
         output = body.get("output")
         if not isinstance(output, list):
             raise ResponseDecodeError("reply has no output list", **where)
@@ -352,14 +375,13 @@ class ResponsesProvider:
         stopped = early_stop(reason, NATURAL_STOPS)
         text = self._reply_text(request, read, stopped) if read.calls or read.thoughts else ""
         response_id = body.get("id")
+        native = native_record(read.items, provider=self.name, model=request.model)
         continuation = (
             Continuation(
                 response_id=response_id,
                 call_ids=read.call_ids,
                 safety_checks=read.safety_checks,
-                native=json.dumps(read.items, ensure_ascii=False)
-                if self._keeps_calls(read)
-                else "",
+                native=native if self._keeps_calls(read) else "",
             )
             if isinstance(response_id, str)
             else None

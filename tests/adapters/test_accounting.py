@@ -26,9 +26,10 @@ from adapters.accounting import (
     step_tokens,
 )
 from adapters.accounting.prices import FIRST_PARTY_SCHEMES
-from adapters.contract import Usage
+from adapters.contract import MAX_TOKEN_COUNT, Usage
 from osharm_core.errors import ConfigError
 from tests.strategies import (
+    hostile_usages,
     model_words,
     prices_per_million,
     scheme_separators,
@@ -382,6 +383,30 @@ def test_cost_is_finite_non_negative_and_monotone_in_tokens(
     more_out = attrs.evolve(usage, output_tokens=usage.output_tokens + 1000)
     assert price_usage(more_in, price) >= cost  # type: ignore[operator]
     assert price_usage(more_out, price) >= cost  # type: ignore[operator]
+
+
+@given(
+    hostile_usages(),
+    st.floats(0, 1e308),
+    st.floats(0, 1e308) | st.none(),
+    st.floats(0, 1e308),
+)
+def test_any_counts_and_rates_cost_a_finite_amount_or_nothing(
+    usage: Usage, input_rate: float, cached_rate: float | None, output_rate: float
+) -> None:
+    """A 400-digit count (JSON allows it) or a huge rate never raises OverflowError nor costs inf:
+    a count outside 0 to MAX_TOKEN_COUNT is unreported, an unbounded cost unknown."""
+    price = ModelPrice(model="m", input=input_rate, cached_input=cached_rate, output=output_rate)
+    cost = price_usage(usage, price)
+    assert cost is None or (math.isfinite(cost) and cost >= 0)
+    if not all(
+        c is not None and 0 <= c < MAX_TOKEN_COUNT
+        for c in (usage.input_tokens, usage.output_tokens)
+    ):
+        assert cost is None
+    totals = UsageTotals().add(usage, cost)
+    assert 0 <= totals.tokens < 2 * MAX_TOKEN_COUNT
+    assert math.isfinite(totals.known_cost_usd)
 
 
 # --- totals -------------------------------------------------------------------------

@@ -155,7 +155,7 @@ def test_bad_settings_are_config_errors() -> None:
 @given(
     status=st.sampled_from([200, 429, 500]),
     headers=s.rate_limit_headers(),
-    tokens=st.one_of(st.none(), st.integers(-(10**12), 10**12)),
+    tokens=st.one_of(st.none(), st.integers(-(10**12), 10**12), s.hostile_token_counts),
 )
 def test_hostile_headers_never_raise_and_never_pause_past_the_cap(
     status: int, headers: dict[str, str], tokens: int | None

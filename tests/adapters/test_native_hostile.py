@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.contract import HttpCall, ModelRequest, ProviderReply
-from adapters.engine.client import PendingCall, interpret
+from adapters.engine.client import HttpModelClient, PendingCall, interpret
+from adapters.engine.retry import RetryPolicy
 from adapters.errors import ModelCallError, ResponseDecodeError, UnsupportedComputerAction
 from adapters.providers.anthropic_computer import AnthropicComputerProvider, read_tool_use
 from adapters.providers.computer_use import (
@@ -31,9 +32,10 @@ from adapters.providers.computer_use import (
 )
 from adapters.providers.gemini_computer import GeminiComputerProvider, read_function_call
 from adapters.providers.responses import ResponsesProvider
-from osharm_core import Message, TextPart
+from osharm_core import Continuation, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
-from tests.adapters.helpers import png_part
+from tests.adapters.helpers import MODES, call, png_part
+from tests.adapters.loopback import LoopbackServer
 from tests.strategies import hostile_json_numbers
 
 SHOT = png_part(1280, 800)
@@ -114,6 +116,64 @@ def test_an_int_too_big_for_a_float_is_a_decode_error(
         _interpret(provider, _raw(body, sign + HUGE))
     assert re.search(r"\.\.\.\(40[12] characters\)", str(caught.value))
     assert len(str(caught.value)) < 300
+
+
+def _unread_openai() -> dict[str, Any]:
+    body = _openai(type="screenshot")
+    body["output"][0]["note"] = N
+    return body
+
+
+#: A reply per protocol with `N` in a field of a call that no conversion reads.
+UNREAD: list[tuple[Any, dict[str, Any]]] = [
+    (OPENAI, _unread_openai()),
+    (PREVIEW, _unread_openai()),
+    (ANTHROPIC, _anthropic(action="screenshot", note=N)),
+    (GEMINI, _gemini("take_screenshot", junk=N)),
+]
+
+
+@pytest.mark.parametrize(("provider", "body"), UNREAD)
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_call_holding_a_non_finite_number_is_a_decode_error(
+    provider: Any, body: dict[str, Any], value: str
+) -> None:
+    """JSON readers take NaN; a call holding one is refused when read, never kept in the
+    record that the next request resends (where it broke every later step with a ValueError)."""
+    with pytest.raises(ResponseDecodeError, match="NaN or Infinity"):
+        _interpret(provider, _raw(body, value))
+    assert _interpret(provider, _raw(body, "1.5")).text == "WAIT"
+
+
+def test_an_undeclared_tool_s_huge_name_is_quoted_short() -> None:
+    """A tool_use naming a 1 MB tool is a decode error of a few hundred characters."""
+    body = _anthropic(action="screenshot")
+    body["content"][0]["name"] = "x" * 1_000_000
+    with pytest.raises(ResponseDecodeError, match="undeclared tool") as caught:
+        _interpret(ANTHROPIC, json.dumps(body))
+    assert len(str(caught.value)) < 300
+
+
+def test_a_request_json_cannot_carry_is_a_typed_error_and_nothing_is_sent(
+    server: LoopbackServer,
+) -> None:
+    """A continuation record holding NaN (from an older version, or edited by hand) makes a body
+    JSON cannot write: a ModelCallError before anything is sent, never a raw ValueError."""
+    record = json.dumps([_anthropic(action="screenshot", note=N)["content"][0]])
+    continuation = Continuation("msg_1", ("toolu_1",), native=record.replace(json.dumps(N), "NaN"))
+    messages = (
+        Message("user", (TextPart("Go."), SHOT)),
+        Message("assistant", (TextPart("WAIT"),)),
+        Message("user", (TextPart("Next."), SHOT)),
+    )
+    request = ModelRequest(model="claude-sonnet-4-6", messages=messages, continuation=continuation)
+    provider = AnthropicComputerProvider(api_key=FAKE_KEY, base_url=server.base_url)
+    for mode in MODES:
+        client = HttpModelClient(provider, retry=RetryPolicy(attempts=1))
+        with pytest.raises(ModelCallError, match="cannot be written as JSON") as caught:
+            call(client, request, mode)
+        assert not isinstance(caught.value, ValueError)
+    assert server.requests == []
 
 
 @given(hostile_json_numbers)

@@ -405,3 +405,51 @@ def test_plugins_register_through_the_same_hook_as_the_built_ins(
     assert "provider plugin 'broken' could not register" in caplog.text
     assert registry.resolve("gpt-4o")[0] == "openai"
     assert registry.resolve("replay:run/trajectory.jsonl")[0] == "replay"
+
+
+_BAD_KEYS = ["sk-ant-SECRÉT-123", "sk-SECRET 123", "sk-SECRET\n", "sk-\u200bSECRET"]
+
+
+def _provider_classes() -> list[Any]:
+    from adapters.providers.anthropic_computer import AnthropicComputerProvider
+    from adapters.providers.gemini_computer import GeminiComputerProvider
+
+    return [
+        lambda key: AnthropicProvider(api_key=key),
+        lambda key: AnthropicComputerProvider(api_key=key),
+        lambda key: GeminiProvider(api_key=key),
+        lambda key: GeminiComputerProvider(api_key=key),
+        lambda key: OpenAIChatProvider(api_key=key),
+        lambda key: ResponsesProvider(api_key=key),
+        lambda key: ResponsesProvider(api_key=key, tool="computer"),
+        lambda key: AzureOpenAIProvider(base_url="https://x.test", api_key=key, deployment="d"),
+    ]
+
+
+@pytest.mark.parametrize("key", _BAD_KEYS)
+@pytest.mark.parametrize("build", _provider_classes())
+def test_a_key_no_header_can_carry_is_refused_when_a_provider_is_built(
+    build: Any, key: str
+) -> None:
+    """HttpModelClient(AnthropicProvider(api_key=...)) is the documented way to build a client:
+    a non-ASCII key (or one with a space or line break) is a ConfigurationError there, never a
+    UnicodeEncodeError from the first request whose `.object` holds the whole key."""
+    with pytest.raises(ConfigurationError, match="API key in api_key") as caught:
+        build(key)
+    shown = repr(caught.value) + str(caught.value) + repr(vars(caught.value))
+    assert "SECR" not in shown
+    assert caught.value.__context__ is None
+    assert caught.value.__cause__ is None
+
+
+@pytest.mark.parametrize("build", _provider_classes())
+def test_a_key_that_is_not_a_string_is_refused_when_a_provider_is_built(build: Any) -> None:
+    with pytest.raises(ConfigurationError, match="must be a string"):
+        build(b"sk-bytes")
+
+
+def test_good_keys_and_no_key_still_build() -> None:
+    """An ordinary key, and no key for a local OpenAI-compatible server, are accepted."""
+    for build in _provider_classes():
+        assert build(FAKE_KEY).api_key == FAKE_KEY
+    assert OpenAIChatProvider(api_key=None).api_key is None

@@ -7,6 +7,7 @@ import json
 import struct
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,7 +29,7 @@ from osharm_core.parsing import parse_actions_from_string, parse_code_from_strin
 from osharm_core.vocabulary import validate_computer_13
 from tests.adapters.helpers import png_part
 from tests.adapters.provider_routes import computer_call, output_message, reasoning
-from tests.strategies import any_text, cua_actions
+from tests.strategies import any_text, cua_actions, safety_check_values
 
 KEY = "sk-proj-test-0123456789"
 MODEL = "computer-use-preview"
@@ -288,6 +289,40 @@ def test_pending_safety_checks_are_surfaced_and_the_flagged_action_withheld(spac
     assert reply.raw["output"][0]["pending_safety_checks"] == [check]
 
 
+@given(
+    st.sampled_from(["computer_use_preview", "computer"]),
+    st.sampled_from(["pyautogui", "computer_13"]),
+    safety_check_values,
+)
+def test_any_safety_check_present_withholds_the_action(
+    tool: str, space: str, checks: object
+) -> None:
+    """Fail closed: any pending_safety_checks that is not empty (a check with no id or an
+    id that is not a string, a non-object, one object in place of the list) is pending:
+    the click is withheld for FAIL, and continuing the chain raises SafetyCheckPending."""
+    item = computer_call("c1", {"type": "click", "button": "left", "x": 5, "y": 5})
+    item["pending_safety_checks"] = checks
+    provider = ResponsesProvider(api_key=KEY, tool=tool)
+    model = MODEL if tool == "computer_use_preview" else "gpt-5.4"
+    request = ModelRequest(
+        model=model, messages=_conversation(png_part(1280, 800)), action_space=space
+    )
+    reply = provider.decode(request, _reply(item))
+    assert reply.continuation is not None
+    if not checks:
+        assert not reply.continuation.safety_checks
+        assert "click" in reply.text.lower()
+        return
+    assert reply.continuation.safety_checks
+    for check in reply.continuation.safety_checks:
+        assert all(isinstance(field, str) for field in check)
+    assert reply.text.endswith("\n\nFAIL" if space == "pyautogui" else "\n\n```json\nFAIL\n```")
+    assert "pyautogui.click" not in reply.text
+    assert "CLICK" not in reply.text
+    with pytest.raises(SafetyCheckPending):
+        provider.encode(attrs.evolve(request, continuation=reply.continuation))
+
+
 def test_continuing_past_a_pending_safety_check_is_refused(screenshot: ImagePart) -> None:
     """A continuation that still has pending checks raises SafetyCheckPending; nothing is sent."""
     continuation = Continuation(
@@ -302,6 +337,14 @@ def test_continuing_past_a_pending_safety_check_is_refused(screenshot: ImagePart
     assert caught.value.checks == continuation.safety_checks
     # A safety stop is never a call failure that a retrying loop would rerun.
     assert not isinstance(caught.value, ModelCallError)
+
+
+def test_a_failed_response_s_message_is_cut() -> None:
+    """A 200 reply whose error message is 5 MB gives an error of a few hundred characters."""
+    body = _reply(error={"message": "A" * 5_000_000})
+    with pytest.raises(ResponseDecodeError, match="5,000,000 characters") as caught:
+        ResponsesProvider(api_key=KEY).decode(_request(), body)
+    assert len(str(caught.value)) < 1_000
 
 
 def test_unknown_action_is_a_typed_error() -> None:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from adapters.contract import ModelRequest, Usage
+from adapters.accounting import step_cost
+from adapters.contract import MAX_TOKEN_COUNT, ModelRequest, Usage
 from adapters.engine.retry import RetryPolicy
 from osharm_core import Message, TextPart
 from tests.adapters.helpers import MODES, call, loopback_client
@@ -192,3 +193,72 @@ def test_anthropic_negative_cache_counts_are_ignored() -> None:
         }
     )
     assert usage == Usage(input_tokens=7, output_tokens=1, total_tokens=8)
+
+
+def _counted_bodies(count: int) -> dict[str, dict[str, Any]]:
+    """Each provider's reply with every count (breakdowns too) set to `count`, by model."""
+    chat = chat_completion("DONE")
+    chat["usage"] = {
+        "prompt_tokens": count,
+        "completion_tokens": count,
+        "total_tokens": count,
+        "prompt_tokens_details": {"cached_tokens": count},
+        "completion_tokens_details": {"reasoning_tokens": count},
+    }
+    responses = {
+        "id": "resp_usage",
+        "status": "completed",
+        "output": [output_message("Done.")],
+        "usage": {
+            "input_tokens": count,
+            "input_tokens_details": {"cached_tokens": count},
+            "output_tokens": count,
+            "output_tokens_details": {"reasoning_tokens": count},
+            "total_tokens": count,
+        },
+    }
+    anthropic = anthropic_message("DONE")
+    anthropic["usage"] = {
+        "input_tokens": count,
+        "cache_creation_input_tokens": count,
+        "cache_read_input_tokens": count,
+        "output_tokens": count,
+    }
+    gemini = gemini_reply("DONE")
+    gemini["usageMetadata"] = dict.fromkeys(
+        (
+            "promptTokenCount",
+            "candidatesTokenCount",
+            "totalTokenCount",
+            "cachedContentTokenCount",
+            "thoughtsTokenCount",
+        ),
+        count,
+    )
+    return {
+        "gpt-4o": chat,
+        "computer-use-preview": responses,
+        "claude-sonnet-4-5": anthropic,
+        "gemini-2.5-pro": gemini,
+    }
+
+
+@pytest.mark.parametrize("count", [MAX_TOKEN_COUNT, 10**308, 10**400, -1])
+def test_counts_out_of_range_are_unreported(
+    server: LoopbackServer, simulators: tuple[Any, ...], mode: str, count: int
+) -> None:
+    """A count no reply really holds (2**53 and past, 400 digits as JSON allows, negative) is
+    None like a missing one: never an OverflowError, never an infinite cost."""
+    for model, body in _counted_bodies(count).items():
+        usage = _usage(server, model, body, mode)
+        assert usage == Usage(), model
+        assert step_cost(usage, "claude-sonnet-4-5") is None
+
+
+def test_counts_just_below_the_bound_are_kept(
+    server: LoopbackServer, simulators: tuple[Any, ...], mode: str
+) -> None:
+    """The largest count in range is read as given."""
+    count = MAX_TOKEN_COUNT - 1
+    usage = _usage(server, "gpt-4o", _counted_bodies(count)["gpt-4o"], mode)
+    assert (usage.input_tokens, usage.cached_input_tokens) == (count, count)

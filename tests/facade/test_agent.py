@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.accounting import Budget, UsageTotals
 from adapters.agent import DEFAULT_LOGGER, PromptAgent
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import (
@@ -458,3 +459,43 @@ def test_client_password_is_accepted_as_osworld_runners_pass_it() -> None:
     agent.predict("task", NOTES)
     assert "`osworld-public-evaluation`" in client.requests[0].messages[0].text
     agent.reset(None, vm_ip="10.0.0.2", runtime_logger=None)
+
+
+@pytest.mark.parametrize("count", [10**308, 10**400])
+def test_a_huge_usage_count_is_unreported_not_a_crash(tmp_path: Path, count: int) -> None:
+    """A count past any float (a client of one's own may hand it over as read) leaves the cost
+    unknown: the step is taken and recorded, never an OverflowError or an infinite cost."""
+    reply = ModelResponse(
+        text=PY, model="claude-sonnet-4-5", usage=Usage(input_tokens=count, output_tokens=1)
+    )
+    budget = Budget(max_run_cost=10.0)
+    agent, _ = _agent([reply], budget=budget, recorder=TrajectoryRecorder(tmp_path))
+    agent.model = "claude-sonnet-4-5"
+    assert agent.predict("t", NOTES)[1] == ["pyautogui.click(19, 31)"]
+    assert agent.usage_totals.cost_usd is None
+    assert budget.run_totals.known_cost_usd == 0.0
+    [entry] = read_trajectory(tmp_path)
+    assert entry.cost_usd is None
+
+
+def test_a_step_that_cannot_be_accounted_leaves_the_agent_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pricing comes before the state moves on: if it fails, the turn is neither taken nor
+    recorded (the next predict asks again), and the budget's place is given back."""
+
+    def broken(*_: object, **__: object) -> float:
+        raise ArithmeticError("no price today")
+
+    monkeypatch.setattr("adapters.agent.step_cost", broken)
+    budget = Budget(max_run_cost=10.0)
+    agent, _ = _agent([PY, PY], budget=budget, recorder=TrajectoryRecorder(tmp_path))
+    with pytest.raises(ArithmeticError):
+        agent.predict("t", NOTES)
+    assert agent.state == AgentState()
+    assert agent.usage_totals == UsageTotals()
+    assert (budget.run_totals, budget.in_flight) == (UsageTotals(), 0)
+    assert not (tmp_path / "trajectory.jsonl").exists()
+    monkeypatch.undo()
+    agent.predict("t", NOTES)
+    assert len(agent.state) == len(read_trajectory(tmp_path)) == 1

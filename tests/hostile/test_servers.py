@@ -126,6 +126,35 @@ def test_a_key_echoed_in_every_part_of_an_error_reply_is_redacted(
     assert "[redacted]" in str(caught.value)
 
 
+_HUGE = "A" * 5_000_000
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": _HUGE}},
+        {"error": {"message": "no", "type": _HUGE, "status": _HUGE, "code": _HUGE}},
+        {"error": _HUGE},
+        {"message": _HUGE},
+        _HUGE.encode(),
+    ],
+    ids=["message", "labels", "bare", "top-level", "text"],
+)
+def test_an_error_reply_s_words_are_cut_like_its_text(
+    server: LoopbackServer, model: str, mode: str, body: object
+) -> None:
+    """A 5 MB message in an error's JSON (or its type, status or code) is cut as the raw-text
+    fallback always was, to 500 characters and a note of the length, not copied into the error."""
+    server.enqueue(Reply(401, body))
+    with pytest.raises(ModelCallError) as caught:
+        _ask(_client(server, model, retry=RetryPolicy(attempts=1)), mode, model)
+    assert len(str(caught.value)) < 1_200
+    assert len(caught.value.message) < 1_100
+    assert "characters)" in str(caught.value) or str(caught.value).endswith(": no")
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("model", MODELS)
 def test_a_key_echoed_in_a_successful_reply_never_reaches_the_response(
