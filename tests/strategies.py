@@ -630,18 +630,23 @@ turn_actions = st.none() | st.lists(
 token_counts = st.none() | st.integers(0, 3_000_000) | st.integers(-5, -1)
 
 
-@st.composite
-def usages(draw: st.DrawFn) -> object:
-    """`adapters.contract.Usage` values, hostile ones included (missing, negative, cached > input)."""
+def _usages(counts: st.SearchStrategy[int | None]) -> st.SearchStrategy[object]:
+    """`adapters.contract.Usage` values with every count drawn from `counts`."""
     from adapters.contract import Usage
 
-    return Usage(
-        input_tokens=draw(token_counts),
-        output_tokens=draw(token_counts),
-        total_tokens=draw(token_counts),
-        cached_input_tokens=draw(token_counts),
-        reasoning_tokens=draw(token_counts),
+    return st.builds(
+        Usage,
+        input_tokens=counts,
+        output_tokens=counts,
+        total_tokens=counts,
+        cached_input_tokens=counts,
+        reasoning_tokens=counts,
     )
+
+
+def usages() -> st.SearchStrategy[object]:
+    """`adapters.contract.Usage` values, hostile ones included (missing, negative, cached > input)."""
+    return _usages(token_counts)
 
 
 #: Per-million-token prices: zero, tiny, ordinary and large.
@@ -654,19 +659,9 @@ hostile_token_counts = st.integers() | st.sampled_from(
 )
 
 
-@st.composite
-def hostile_usages(draw: st.DrawFn) -> object:
+def hostile_usages() -> st.SearchStrategy[object]:
     """`adapters.contract.Usage` values whose counts may be any integer at all (or None)."""
-    from adapters.contract import Usage
-
-    count = st.none() | hostile_token_counts
-    return Usage(
-        input_tokens=draw(count),
-        output_tokens=draw(count),
-        total_tokens=draw(count),
-        cached_input_tokens=draw(count),
-        reasoning_tokens=draw(count),
-    )
+    return _usages(st.none() | hostile_token_counts)
 
 
 # --- coordinate frames and scaling presets (tests/test_frames.py, tests/test_scaling.py) ---

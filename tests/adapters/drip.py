@@ -9,58 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
-from types import TracebackType
+
+from tests.adapters.sockets import SocketServer
 
 
-class DripServer:
+class DripServer(SocketServer):
     """`with DripServer(seconds=20) as server:` serves `server.base_url` until the block ends."""
 
     def __init__(self, *, seconds: float = 20.0, every: float = 0.25) -> None:
+        super().__init__()
         self.seconds, self.every = seconds, every
-        self.requests = 0
-        self._stop = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.1)
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        """`http://127.0.0.1:PORT`."""
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-
-    def __enter__(self) -> DripServer:
-        self._accepting.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._accepting.join()
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join()
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
-            with self._lock:
-                self.requests += 1
-                self._threads.append(thread)
-            thread.start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
-import threading
 import time
 from collections.abc import Collection, Mapping
-from types import TracebackType
+
+from tests.adapters.sockets import SocketServer
 
 
 def answer(status: int, body: bytes, content_type: str = "application/json") -> bytes:
@@ -27,50 +27,15 @@ def answer(status: int, body: bytes, content_type: str = "application/json") -> 
     return head.encode() + body
 
 
-class RawServer:
+class RawServer(SocketServer):
     """`with RawServer(answers) as server:` serves `server.base_url` until the block ends."""
 
     def __init__(
         self, answers: Mapping[str, bytes], *, reset: Collection[str] = (), pause: float = 0.3
     ) -> None:
+        super().__init__()
         self.answers, self.reset, self.pause = dict(answers), frozenset(reset), pause
         self.paths: list[str] = []
-        self._stop = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.1)
-        self._threads: list[threading.Thread] = []
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        """`http://127.0.0.1:PORT`."""
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-
-    def __enter__(self) -> RawServer:
-        self._accepting.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._accepting.join()
-        for thread in list(self._threads):
-            thread.join()
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):

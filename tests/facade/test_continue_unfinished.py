@@ -25,6 +25,22 @@ CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space=
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
 PRESS = "Pressing.\n```python\npyautogui.press('enter')\n```"
 TASK = OsworldTask(domain="os", example_id="_one", instruction="Do it")
+#: A dollar a million tokens for gpt-4o, so a 100,000-token step costs $0.10.
+PRICES = load_prices(
+    {
+        "version": "test",
+        "models": [
+            {
+                "model": "gpt-4o",
+                "input": 1.0,
+                "cached_input": 0.5,
+                "output": 1.0,
+                "read": "2026-11-26",
+                "source": "https://example.org/prices",
+            }
+        ],
+    }
+)
 
 
 def _continue(
@@ -198,21 +214,6 @@ def test_a_continued_episode_under_a_dollar_cap_replays_its_record_for_free(
     step) nor counts them; the live steps are charged as usual."""
     desktop = observation_folder(tmp_path / "obs")
     results = tmp_path / "results"
-    prices = load_prices(
-        {
-            "version": "test",
-            "models": [
-                {
-                    "model": "gpt-4o",
-                    "input": 1.0,
-                    "cached_input": 0.5,
-                    "output": 1.0,
-                    "read": "2026-11-26",
-                    "source": "https://example.org/prices",
-                }
-            ],
-        }
-    )
 
     def paid(text: str) -> ModelResponse:  # $0.10 a step
         return ModelResponse(
@@ -220,7 +221,7 @@ def test_a_continued_episode_under_a_dollar_cap_replays_its_record_for_free(
         )
 
     def run(replies: list[Any], kill_at: int | None) -> Any:
-        budget = Budget(max_episode_cost=1.0, prices=prices)
+        budget = Budget(max_episode_cost=1.0, prices=PRICES)
         return _continue(results, desktop, replies, kill_at, budget=budget)[1]
 
     with pytest.raises(Killed):
@@ -264,21 +265,6 @@ def test_a_hand_edited_record_with_odd_file_names_still_continues(
 def test_a_server_cannot_mark_its_replies_as_paid_for() -> None:
     """Only a fork's replayed prefix is free: a provider reply saying `"paid": true` (its raw
     JSON is the server's) is counted and capped like any other."""
-    prices = load_prices(
-        {
-            "version": "test",
-            "models": [
-                {
-                    "model": "gpt-4o",
-                    "input": 1.0,
-                    "cached_input": 0.5,
-                    "output": 1.0,
-                    "read": "2026-11-26",
-                    "source": "https://example.org/prices",
-                }
-            ],
-        }
-    )
     claims = ModelResponse(
         text="DONE",
         model="gpt-4o",
@@ -288,7 +274,7 @@ def test_a_server_cannot_mark_its_replies_as_paid_for() -> None:
     agent = PromptAgent.from_config(
         CONFIG,
         client=FakeClient([claims, claims]),
-        budget=Budget(max_episode_tokens=150_000, prices=prices),
+        budget=Budget(max_episode_tokens=150_000, prices=PRICES),
     )
     observation = {"screenshot": None, "accessibility_tree": "<desktop-frame/>"}
     agent.predict("Do it", observation)

@@ -112,6 +112,23 @@ def _executed(server: LoopbackServer) -> list[str]:
     return [r.json()["command"][2] for r in server.requests if r.path == "/execute"]
 
 
+def _sync_and_async(
+    tmp_path: Path, env: Callable[[OsworldTask], Any], **common: Any
+) -> list[RunResult]:
+    """Three tasks on `env` with `run_task_list`, then with `arun_task_list` (in threads)."""
+    return [
+        run_task_list(_tasks(3), result_dir=tmp_path / "sync", make_env=env, **common),
+        asyncio.run(
+            arun_task_list(
+                _tasks(3),
+                result_dir=tmp_path / "async",
+                make_env=lambda task: in_thread(env(task)),
+                **common,
+            )
+        ),
+    ]
+
+
 def test_a_models_bad_computer_13_action_is_reported_and_the_run_goes_on(
     vm_server: LoopbackServer,  # noqa: F811
     tmp_path: Path,
@@ -428,17 +445,7 @@ def test_a_step_record_json_cannot_hold_fails_only_its_episode(tmp_path: Path) -
         return PromptAgent.from_config(PYAUTOGUI, client=FakeClient([NOTHING, "DONE"]))
 
     common: dict[str, Any] = {"config": PYAUTOGUI, "make_agent": agent, "max_steps": 3}
-    results = [
-        run_task_list(_tasks(3), result_dir=tmp_path / "sync", make_env=NotFiniteEnv, **common),
-        asyncio.run(
-            arun_task_list(
-                _tasks(3),
-                result_dir=tmp_path / "async",
-                make_env=lambda task: in_thread(NotFiniteEnv(task)),
-                **common,
-            )
-        ),
-    ]
+    results = _sync_and_async(tmp_path, NotFiniteEnv, **common)
     for result in results:
         assert [o.status for o in result] == ["finished", "failed", "finished"]
         assert result[1].detail.startswith("step 1's action cannot be written as JSON: ")
@@ -615,17 +622,7 @@ def test_a_step_better_log_cannot_hold_fails_only_its_episode(tmp_path: Path) ->
     raw ValueError naming nothing and the whole task list stopped there. It is now an
     `UnwritableRecord` naming the file and the step, raised before the step is written."""
     common: dict[str, Any] = {"config": C13, "make_agent": NotJsonAgent, "max_steps": 3}
-    results = [
-        run_task_list(_tasks(3), result_dir=tmp_path / "sync", make_env=ScoringEnv, **common),
-        asyncio.run(
-            arun_task_list(
-                _tasks(3),
-                result_dir=tmp_path / "async",
-                make_env=lambda task: in_thread(ScoringEnv(task)),
-                **common,
-            )
-        ),
-    ]
+    results = _sync_and_async(tmp_path, ScoringEnv, **common)
     for result in results:
         assert [o.status for o in result] == ["finished", "failed", "finished"]
         assert result[1].detail.startswith(
