@@ -97,10 +97,15 @@ def image_tokens(model: str, width: int, height: int) -> int:
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
 
 
+def _header_size(data: str) -> tuple[int, int]:
+    """A base64 PNG's size from its header (decoding only the first 24 bytes)."""
+    return png_size(base64.b64decode(data[:32]))
+
+
 def image_size(part: ImagePart) -> tuple[int, int] | None:
     """A base64 PNG's size from its header (decoding only the first 24 bytes), or None."""
     try:
-        return png_size(base64.b64decode(part.data[:32]))
+        return _header_size(part.data)
     except (ScreenshotError, binascii.Error, ValueError):
         return None
 
@@ -406,7 +411,7 @@ def fit_step(
     screenshot_size = None
     original = draft.current
     if original.screenshot is not None:
-        width, height = png_size(base64.b64decode(original.screenshot[:32]))  # the header only
+        width, height = _header_size(original.screenshot)
         for size in downscale_sizes(config, width, height):
             if broken(messages) is None:
                 break
@@ -491,7 +496,7 @@ def refit_step(
             raise StateError(
                 "the recorded degradation downscales the screenshot, but the request has none"
             )
-        width, height = png_size(base64.b64decode(draft.current.screenshot[:32]))
+        width, height = _header_size(draft.current.screenshot)
         new_width, new_height = degradation.screenshot_size
         if new_width > width or new_height > height:
             raise StateError(

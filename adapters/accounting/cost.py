@@ -23,11 +23,6 @@ from adapters.contract import Usage, plausible_count
 _MILLION = 1_000_000
 
 
-def _count(value: int | None) -> int | None:
-    """A provider's count, or `None` when it is missing or nonsensical (negative, or 2**53 and past)."""
-    return plausible_count(value)
-
-
 def price_usage(usage: Usage, price: ModelPrice) -> float | None:
     """What `usage` costs at `price` in USD, or `None` when the counts or rates needed are missing.
 
@@ -37,10 +32,10 @@ def price_usage(usage: Usage, price: ModelPrice) -> float | None:
     >>> round(price_usage(Usage(input_tokens=1000, output_tokens=100, cached_input_tokens=400), price), 6)
     0.00342
     """
-    inp, out = _count(usage.input_tokens), _count(usage.output_tokens)
+    inp, out = plausible_count(usage.input_tokens), plausible_count(usage.output_tokens)
     if inp is None or out is None:
         return None
-    cached = min(_count(usage.cached_input_tokens) or 0, inp)
+    cached = min(plausible_count(usage.cached_input_tokens) or 0, inp)
     if cached and price.cached_input is None:
         return None
     cached_rate = price.cached_input or 0.0
@@ -63,10 +58,10 @@ def step_cost(usage: Usage, model: str, prices: PriceTable | None = None) -> flo
 
 def step_tokens(usage: Usage) -> int | None:
     """Input plus output tokens of one response (the reported total when either is missing)."""
-    inp, out = _count(usage.input_tokens), _count(usage.output_tokens)
+    inp, out = plausible_count(usage.input_tokens), plausible_count(usage.output_tokens)
     if inp is not None and out is not None:
         return inp + out
-    return _count(usage.total_tokens)
+    return plausible_count(usage.total_tokens)
 
 
 @attrs.frozen(kw_only=True)
@@ -101,10 +96,11 @@ class UsageTotals:
         return UsageTotals(
             steps=self.steps + 1,
             tokens=self.tokens + (tokens or 0),
-            input_tokens=self.input_tokens + (_count(usage.input_tokens) or 0),
-            cached_input_tokens=self.cached_input_tokens + (_count(usage.cached_input_tokens) or 0),
-            output_tokens=self.output_tokens + (_count(usage.output_tokens) or 0),
-            reasoning_tokens=self.reasoning_tokens + (_count(usage.reasoning_tokens) or 0),
+            input_tokens=self.input_tokens + (plausible_count(usage.input_tokens) or 0),
+            cached_input_tokens=self.cached_input_tokens
+            + (plausible_count(usage.cached_input_tokens) or 0),
+            output_tokens=self.output_tokens + (plausible_count(usage.output_tokens) or 0),
+            reasoning_tokens=self.reasoning_tokens + (plausible_count(usage.reasoning_tokens) or 0),
             known_cost_usd=self.known_cost_usd + (cost_usd or 0.0),
             unreported_steps=self.unreported_steps + (tokens is None),
             unpriced_steps=self.unpriced_steps + (cost_usd is None),

@@ -298,9 +298,8 @@ class RateLimiter:
             now = self._clock()
             if self._tokens is not None and tokens is not None and tokens > 0:
                 self._tokens.refill(now)
-                cap = (
-                    self._tokens.capacity * 60
-                )  # compared exactly: float() of a 400-digit int raises
+                cap = self._tokens.capacity * 60
+                # Compared before float(): float() of a 400-digit int raises.
                 self._tokens.level -= cap if tokens >= cap else float(tokens)
             budgets = self._budgets(lowered)
             requests = self._request_budget(lowered)
