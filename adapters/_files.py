@@ -130,15 +130,20 @@ def open_appending(path: Path, error: type[Exception] = ValueError) -> int:
 
 
 @contextlib.contextmanager
-def new_file(path: Path, error: type[Exception] = ValueError) -> Iterator[BinaryIO]:
+def new_file(
+    path: Path, error: type[Exception] = ValueError, *, replace: bool = False
+) -> Iterator[BinaryIO]:
     """A new file at `path`, open for writing in binary; flushed and fsynced when the block ends.
 
     Nothing already at `path` is followed or written over: a file, a symbolic
-    link (dangling or not) or a FIFO there raises `error` naming it. When the
+    link (dangling or not) or a FIFO there raises `error` naming it; with
+    `replace` it is removed first (a link itself, never its target). When the
     block raises (a full disk, a body cut short) the new file is removed and
     the exception re-raised.
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | open_flags("O_NOFOLLOW", *_ALWAYS)
+    if replace:
+        path.unlink(missing_ok=True)
     try:
         fd = os.open(path, flags, 0o666)
     except FileExistsError:
@@ -153,13 +158,15 @@ def new_file(path: Path, error: type[Exception] = ValueError) -> Iterator[Binary
         raise
 
 
-def create_file(path: Path, data: bytes, error: type[Exception] = ValueError) -> None:
-    """Write `data` to a new file at `path` and fsync it (see `new_file`).
+def create_file(
+    path: Path, data: bytes, error: type[Exception] = ValueError, *, replace: bool = False
+) -> None:
+    """Write `data` to a new file at `path` and fsync it (see `new_file`, and its `replace`).
 
     When the write fails part-way (a full disk) the new file is removed and the
     `OSError` re-raised.
     """
-    with new_file(path, error) as out:
+    with new_file(path, error, replace=replace) as out:
         out.write(data)
 
 

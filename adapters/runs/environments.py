@@ -729,8 +729,7 @@ class OSWorldServerEnv:
                 if response.status_code != 200:
                     raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
                 # A fresh file: nothing left at that name (a planted link) is written through.
-                partial.unlink(missing_ok=True)
-                with new_file(partial, EnvironmentFailure) as out:
+                with new_file(partial, EnvironmentFailure, replace=True) as out:
                     limit = self.max_recording_bytes
                     problem = copy_within(response, out, limit, setting="max_recording_bytes")
                     if problem is not None:

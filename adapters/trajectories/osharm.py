@@ -45,6 +45,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from adapters._files import create_file
 from adapters.errors import (
     AccessibilityTreeError,
     BudgetExceeded,
@@ -57,7 +58,6 @@ from adapters.trajectories.jsonl import (
     TrajectoryEntry,
     _Bad,
     _fsync_append,
-    _fsync_write,
     _json_line,
     _masks,
     _optional_value,
@@ -151,8 +151,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
     """`data` written to a new `PATH.tmp` (whatever was at that name, a link included, is
     removed first, never followed), then renamed over `path`."""
     temporary = path.with_name(path.name + ".tmp")
-    temporary.unlink(missing_ok=True)
-    _fsync_write(temporary, data)
+    create_file(temporary, data, TrajectoryError, replace=True)
     temporary.replace(path)
 
 
