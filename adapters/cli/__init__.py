@@ -63,7 +63,13 @@ from adapters.trajectories.jsonl import (
     recording_files,
     usage_json,
 )
-from adapters.trajectories.osharm import ResultWriter, TaskInfo, result_folder, run_episode
+from adapters.trajectories.osharm import (
+    ResultWriter,
+    TaskInfo,
+    folder_files,
+    result_folder,
+    run_episode,
+)
 from adapters.trajectories.rebuild import load_recording, rebuild_step
 from osharm_core import (
     AgentConfig,
@@ -422,9 +428,7 @@ def _check_tasks(
             _replay.ReplayEnv(task, instruction=task_instruction(args.instruction, task))
             if args.format == "osharm":
                 target = result_folder(args.out, config, *task_place(task))
-                written = target.is_dir() and any(
-                    p.is_symlink() or p.is_file() for p in target.iterdir()
-                )
+                written = target.is_dir() and bool(folder_files(target))
                 held = "holds a result folder"
             else:
                 target = Path(args.out) / task.name if several else Path(args.out)

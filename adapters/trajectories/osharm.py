@@ -197,6 +197,13 @@ def _forget_judgments(directory: Path) -> None:
         shutil.rmtree(judged)
 
 
+def folder_files(directory: Path) -> list[Path]:
+    """The files a result folder holds, symbolic links included (dangling or not): what a
+    `ResultWriter` refuses to write over or, with `overwrite`, removes (a link itself, its
+    target left alone)."""
+    return [p for p in directory.iterdir() if p.is_symlink() or p.is_file()]
+
+
 class ResultWriter:
     """Writes one task's OS-Harm / OSWorld result folder as an episode runs (an edge object).
 
@@ -228,8 +235,7 @@ class ResultWriter:
         self._clock = clock
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            # Links too (dangling or not): removed, their targets left alone, never written to.
-            existing = [p for p in self.directory.iterdir() if p.is_symlink() or p.is_file()]
+            existing = folder_files(self.directory)
         except (OSError, ValueError) as exc:  # ValueError: a NUL in a name given directly
             raise TrajectoryError(
                 f"cannot make the result folder {self.directory}: {exc}"
