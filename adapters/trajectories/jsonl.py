@@ -430,12 +430,19 @@ class TrajectoryRecorder:
         )
 
 
-def _json_line(value: Any, what: str) -> bytes:
-    """`value` as one line of UTF-8 JSON: readable text, or escapes where text is not valid Unicode."""
+def record_json(value: Any, what: str, *, indent: int | None = None) -> str:
+    """`value` as the strict JSON text a record holds (readable text, no `NaN`); an
+    `UnwritableRecord` naming `what` when JSON cannot hold it (a `NaN`, an object JSON has
+    no form for, nesting past the encoder's depth)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
     except (TypeError, ValueError, RecursionError) as exc:
         raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
+
+
+def _json_line(value: Any, what: str) -> bytes:
+    """`value` as one line of UTF-8 JSON: readable text, or escapes where text is not valid Unicode."""
+    text = record_json(value, what)
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: \uXXXX escapes round-trip them

@@ -52,7 +52,6 @@ from adapters.errors import (
     EnvironmentFailure,
     TrajectoryError,
     TrajectoryExistsError,
-    UnwritableRecord,
 )
 from adapters.trajectories.jsonl import (
     TrajectoryEntry,
@@ -63,6 +62,7 @@ from adapters.trajectories.jsonl import (
     _optional_value,
     _read_regular,
     _utf8,
+    record_json,
 )
 from osharm_core import (
     Action,
@@ -156,12 +156,8 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _dumps(value: Any, what: str) -> str:
-    """better_log.json's text for `value`; `UnwritableRecord` naming `what` when JSON cannot
-    hold it (a `NaN` in a custom agent's action, an object JSON has no form for)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
+    """better_log.json's text for `value` (`record_json`, indented as the reference's is)."""
+    return record_json(value, what, indent=2)
 
 
 def finite_number(what: str, value: object) -> float:
