@@ -576,16 +576,14 @@ class ServerSetup:
                     if failed is not None:
                         raise TaskSetupError(f"{where}: the file {failed}")
                     return
-            except (UnicodeError, httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-                # A host name (the URL's, or a redirect's) IDNA cannot encode, or a redirect
-                # to something that is no http(s) URL (`file://`): trying again cannot help.
+            except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
                 if cut_short():
                     raise stopped(where) from None
-                host = " (its host, or a redirect's)" if isinstance(exc, UnicodeError) else ""
-                raise TaskSetupError(f"{where}{host}: {type(exc).__name__}: {exc}") from None
-            except httpx.HTTPError as exc:
-                if cut_short():
-                    raise stopped(where) from None
+                if isinstance(exc, UnicodeError | httpx.InvalidURL | httpx.UnsupportedProtocol):
+                    # A host name (the URL's, or a redirect's) IDNA cannot encode, or a redirect
+                    # to something that is no http(s) URL (`file://`): trying again cannot help.
+                    host = " (its host, or a redirect's)" if isinstance(exc, UnicodeError) else ""
+                    raise TaskSetupError(f"{where}{host}: {type(exc).__name__}: {exc}") from None
                 if time.monotonic() >= deadline:
                     raise TaskSetupError(
                         f"{where}: the file did not arrive within {TRANSFER_SECONDS:g} s"
