@@ -2,9 +2,13 @@
 
 For each shape and parser the best of a few runs is taken at each size, the sizes
 measured in turns (`interleaved_best`) so a machine slowing down part-way moves them
-alike; the time ratio from 10 KB to 1 MB must stay within 1.5x of the size ratio
-(100x: a quadratic parser would show 100x more), and a 1 MB hostile reply must parse
-in under a second.
+alike; the time ratio from 10 KB to 1 MB must stay within 2x of the size ratio
+(100x: a quadratic parser would show 100x more, an n log n one 1.5x), and a 1 MB
+hostile reply must parse in under a second. The shapes that make many small
+objects (a statement per `a();`, a word per line) run 1.2-1.45x of linear at 1 MB
+with a warm cache: their objects no longer fit in it. (Until 2026-11 a full garbage
+collection of the test run's heap before every call cooled the cache for the small
+sizes too, which read as 0.1-1.0x and took most of this file's 90 s.)
 The end-to-end ratio is used because a single 10x step of a sub-millisecond
 parse is at the mercy of a busy shared machine; a shape over the bound is measured
 once more before it fails.
@@ -13,7 +17,7 @@ once more before it fails.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -29,7 +33,7 @@ from osharm_core.step import parse_reply
 from tests.benchmarks.timing import interleaved_best
 
 SIZES = (10_000, 100_000, 1_000_000)
-GROWTH_SLACK = 1.5
+GROWTH_SLACK = 2.0
 #: Timed turns per shape: each size is parsed this often (the 1 MB one dominates the time),
 #: and the smaller sizes `SMALL_REPEATS` times more.
 REPEATS = 3
@@ -68,6 +72,19 @@ PARSERS: dict[str, Callable[[str], object]] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _frozen_heap() -> Iterator[None]:
+    """The heap the test starts with moved out of the collector's sight: each `gc.collect`
+    between timed calls then looks only at what the parsers made (with the test run's whole
+    heap in view, the collections took most of this file's time)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _without_gc(parse: Callable[[str], object], text: str) -> Callable[[], object]:
     """`parse(text)` with the cyclic GC paused (its full passes scale with the heap, not with
     the parser's work); `interleaved_best` collects the heap before each call."""
@@ -84,7 +101,7 @@ def _without_gc(parse: Callable[[str], object], text: str) -> Callable[[], objec
 
 @pytest.mark.parametrize("parser", list(PARSERS))
 def test_parsers_grow_linearly_on_hostile_replies(parser: str) -> None:
-    """Each parser's time grows no faster than 1.5x the size on every adversarial shape; 1 MB < 1 s."""
+    """Each parser's time grows no faster than 2x the size on every adversarial shape; 1 MB < 1 s."""
     parse = PARSERS[parser]
     worst_growth, slowest = 0.0, 0.0
     for shape, make in SHAPES.items():
