@@ -21,6 +21,8 @@ reference raised one.
 
 from __future__ import annotations
 
+import math
+
 
 def excerpt(value: object, limit: int = 80) -> str:
     """`repr(value)` cut to `limit` characters (ending in `...`): how an error message quotes
@@ -42,6 +44,23 @@ def number_excerpt(value: object) -> str:
     """
     text = _repr(value)
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def is_finite_number(value: object) -> bool:
+    """Whether `value` is an int or float a float can hold: not a bool, NaN, an infinity, or an
+    int too large for a float (JSON and argparse take integers of hundreds of digits).
+
+    >>> is_finite_number(3), is_finite_number(2.5), is_finite_number(float("nan"))
+    (True, True, False)
+    >>> is_finite_number(10**400), is_finite_number(True), is_finite_number("1")
+    (False, False, False)
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _repr(value: object) -> str:

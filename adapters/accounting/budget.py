@@ -29,24 +29,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import threading
 
 from adapters.accounting.cost import UsageTotals
 from adapters.accounting.prices import PriceTable, default_prices
 from adapters.errors import BudgetExceeded
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 
 def _cap(value: float | None, name: str, *, integer: bool) -> float | None:
     if value is None:
         return None
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+    if not is_finite_number(value) or (integer and not isinstance(value, int)):
         what = "an integer" if integer else "a number"
-        raise ConfigError(f"{name} must be {what} > 0 or None; got {value!r}")
+        raise ConfigError(
+            f"{name} must be {what} > 0 that a float can hold, or None; got {number_excerpt(value)}"
+        )
     if value <= 0:
-        raise ConfigError(f"{name} must be > 0; got {value!r}")
+        raise ConfigError(f"{name} must be > 0; got {number_excerpt(value)}")
     return value
 
 

@@ -28,7 +28,6 @@ number >= 0, `read` a date, `source` an http(s) URL.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -41,7 +40,7 @@ from typing import Any, Final
 import attrs
 
 from adapters._files import MAX_JSON_BYTES, read_regular
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 #: Scheme prefixes whose model names are the vendor's own (see the matching rules).
 FIRST_PARTY_SCHEMES: Final = (
@@ -85,12 +84,14 @@ def normalise_model_name(model: str) -> str | None:
 def _price(value: object, where: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ConfigError(
-            f"{where} must be a finite number of USD per million tokens; got {value!r}"
+            f"{where} must be a finite number of USD per million tokens; "
+            f"got {number_excerpt(value)}"
         )
+    assert isinstance(value, int | float)
     if value < 0:
-        raise ConfigError(f"{where} must not be negative; got {value!r}")
+        raise ConfigError(f"{where} must not be negative; got {number_excerpt(value)}")
     return float(value)
 
 

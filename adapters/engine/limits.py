@@ -40,7 +40,7 @@ from typing import Final, Protocol
 
 from adapters.engine.retry import retry_after_from_headers
 from adapters.errors import RateLimitWaitError
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 #: The longest pause any header can impose (seconds), unless the limiter is built with another.
 DEFAULT_MAX_PAUSE: Final = 120.0
@@ -133,9 +133,10 @@ def _count(text: str | None) -> int | None:
 def _per_minute(name: str, value: float | None) -> float | None:
     if value is None:
         return None
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"RateLimiter {name} must be a finite number > 0; got {value!r}")
+    if not is_finite_number(value) or value <= 0:
+        raise ConfigError(
+            f"RateLimiter {name} must be a finite number > 0; got {number_excerpt(value)}"
+        )
     return float(value)
 
 
@@ -203,9 +204,10 @@ class RateLimiter:
         if burst is not None:
             checked.append(("burst", burst))
         for name, value in checked:
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"RateLimiter {name} must be a finite number >= 0; got {value!r}")
+            if not is_finite_number(value) or value < 0:
+                raise ConfigError(
+                    f"RateLimiter {name} must be a finite number >= 0; got {number_excerpt(value)}"
+                )
         self.requests_per_minute = _per_minute("requests_per_minute", requests_per_minute)
         self.tokens_per_minute = _per_minute("tokens_per_minute", tokens_per_minute)
         self.max_pause = float(max_pause)

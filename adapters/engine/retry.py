@@ -22,21 +22,23 @@ from typing import Any
 import attrs
 
 from adapters.errors import BadRequestError, ModelCallError
-from osharm_core.errors import ConfigError
+from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 
 def _positive_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"RetryPolicy.{attribute.name} must be an integer >= 1; got {value!r}")
+        raise ConfigError(
+            f"RetryPolicy.{attribute.name} must be an integer >= 1; got {number_excerpt(value)}"
+        )
 
 
 def _seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None and attribute.name == "timeout":
         return
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
+    if not is_finite_number(value) or value < 0:  # type: ignore[operator]
         raise ConfigError(
-            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0; got {value!r}"
+            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0; "
+            f"got {number_excerpt(value)}"
         )
 
 

@@ -296,6 +296,7 @@ def test_overrides_from_a_file(tmp_path: Path) -> None:
         ({"models": [_entry("a", input=float("nan"))]}, "finite number"),
         ({"models": [_entry("a", output=True)]}, "finite number"),
         ({"models": [_entry("a", output="3")]}, "finite number"),
+        ({"models": [_entry("a", output=10**400)]}, "finite number"),
         ({"models": [_entry("a", read="yesterday")]}, "YYYY-MM-DD"),
         ({"models": [_entry("a", source="file:///etc/passwd")]}, "http(s) URL"),
         ({"models": [_entry("a", colour="red")]}, "unknown keys: colour"),
@@ -475,6 +476,10 @@ def test_describe() -> None:
         ({"max_episode_cost": -1.0}, "max_episode_cost must be > 0"),
         ({"max_run_cost": float("inf")}, "must be a number"),
         ({"max_run_cost": "5"}, "must be a number"),
+        # Python's ints have no bound (argparse and JSON take hundreds of digits); a float
+        # cannot hold this one, and the check must say so rather than overflow.
+        ({"max_run_tokens": 10**400}, "got 10000000000000000000...(401 characters)"),
+        ({"max_run_cost": 10**400}, "that a float can hold"),
     ],
 )
 def test_bad_caps_are_config_errors(caps: dict[str, Any], words: str) -> None:

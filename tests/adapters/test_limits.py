@@ -147,6 +147,9 @@ def test_bad_settings_are_config_errors() -> None:
         {"requests_per_minute": math.inf},
         {"max_pause": math.nan},
         {"burst": -1},
+        {"requests_per_minute": 10**400},
+        {"tokens_per_minute": 10**400},
+        {"max_pause": 10**400},
     ):
         with pytest.raises(ConfigError):
             RateLimiter(**kw)  # type: ignore[arg-type]

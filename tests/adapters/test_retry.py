@@ -53,7 +53,15 @@ def test_stamina_gets_the_policy_deadline_not_its_own_45_s() -> None:
 
 @pytest.mark.parametrize(
     "kw",
-    [{"attempts": 0}, {"attempts": True}, {"wait": -1}, {"wait": float("nan")}, {"timeout": -3}],
+    [
+        {"attempts": 0},
+        {"attempts": True},
+        {"wait": -1},
+        {"wait": float("nan")},
+        {"timeout": -3},
+        {"timeout": 10**400},
+        {"wait": 10**400},
+    ],
 )
 def test_invalid_policies_are_rejected(kw: dict[str, object]) -> None:
     """Zero attempts, negative or NaN waits and negative time limits raise ValueError."""

@@ -352,3 +352,25 @@ def test_an_osharm_task_whose_observation_cannot_be_read_fails_alone(
     assert f"[t2] observation 0{which + 1}_" in out
     assert "is not a regular file" in out or "is not UTF-8 text" in out
     assert "score 0.0" in out.split("[t3] ")[1]
+
+
+def test_a_number_too_large_for_a_float_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A cap or price of hundreds of digits (argparse and JSON take them) is refused in one line."""
+    argv = ["run", str(EXAMPLE), "--model", f"replay:{EXAMPLE / 'trajectory.jsonl'}"]
+    argv += ["--out", str(tmp_path / "out")]
+    huge = "9" * 400
+    assert main([*argv, "--max-run-tokens", huge]) == 2
+    err = capsys.readouterr().err
+    assert "--max-run-tokens must be an integer > 0 that a float can hold" in err
+    assert "Traceback" not in err
+    prices = tmp_path / "prices.json"
+    entry = {"model": "m", "input": 1, "output": int(huge), "read": "2026-11-01"}
+    entry["source"] = "https://example.org/prices"
+    prices.write_text(json.dumps({"models": [entry]}))
+    assert main([*argv, "--prices", str(prices)]) == 2
+    err = capsys.readouterr().err
+    assert "must be a finite number of USD per million tokens" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
