@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Final, Protocol
 
-from adapters.engine.retry import retry_after_from_headers
+from adapters.engine.retry import reply_time, retry_after_from_headers
 from adapters.errors import RateLimitWaitError
 from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
@@ -179,7 +179,8 @@ class RateLimiter:
     (either may be `None`: then only the provider's headers limit). Tokens are
     charged after each reply from its usage, so a call starts while the token
     budget is not in debt. `burst` is how many requests may go at once after
-    a quiet spell (default: one second's worth, at least 1). `max_pause` caps any pause a header asks for;
+    a quiet spell (default: one second's worth, at least 1). `max_pause` caps any pause a header
+    asks for, and the token debt reported usage can build (a minute is charged at most per reply);
     `fallback_pause` is the pause after a 429 that says nothing about when to
     come back. `waits` counts the turns that had to wait, `pauses` the pauses
     the provider's replies caused.
@@ -302,9 +303,13 @@ class RateLimiter:
                 self._tokens.refill(now)
                 cap = self._tokens.capacity * 60
                 # Compared before float(): float() of a 400-digit int raises.
-                self._tokens.level -= cap if tokens >= cap else float(tokens)
-            budgets = self._budgets(lowered)
-            requests = self._request_budget(lowered)
+                level = self._tokens.level - (cap if tokens >= cap else float(tokens))
+                # Reported usage alone never puts the budget more than `max_pause` in debt.
+                self._tokens.level = max(level, -self.max_pause * self._tokens.rate)
+            # Anthropic's reset times are read by the reply's own clock, like Retry-After dates.
+            answered = reply_time(lowered, self._now())
+            budgets = self._budgets(lowered, answered)
+            requests = self._request_budget(lowered, answered)
             if requests is not None:
                 left, reset = requests
                 self._left = left
@@ -318,7 +323,9 @@ class RateLimiter:
                 hint = max([w for w in (asked, *resets) if w is not None], default=None)
                 self._pause(hint if hint else self.fallback_pause, now)
 
-    def _request_budget(self, headers: Mapping[str, str]) -> tuple[int, float | None] | None:
+    def _request_budget(
+        self, headers: Mapping[str, str], answered: datetime
+    ) -> tuple[int, float | None] | None:
         """(remaining, seconds to reset) of the provider's request budget, when a header says."""
         remaining = _count(headers.get("x-ratelimit-remaining-requests"))
         if remaining is not None:
@@ -326,12 +333,14 @@ class RateLimiter:
         remaining = _count(headers.get("anthropic-ratelimit-requests-remaining"))
         if remaining is not None:
             reset = headers.get("anthropic-ratelimit-requests-reset")
-            return remaining, parse_reset_time(reset, self._now())
+            return remaining, parse_reset_time(reset, answered)
         return None
 
-    def _budgets(self, headers: Mapping[str, str]) -> list[tuple[int, float | None]]:
-        """(remaining, seconds to reset) for each budget the headers describe."""
-        now = self._now()
+    def _budgets(
+        self, headers: Mapping[str, str], answered: datetime
+    ) -> list[tuple[int, float | None]]:
+        """(remaining, seconds to reset) for each budget the headers describe, Anthropic's reset
+        times measured from `answered`."""
         found = []
         for kind in ("requests", "tokens"):
             remaining = _count(headers.get(f"x-ratelimit-remaining-{kind}"))
@@ -340,7 +349,7 @@ class RateLimiter:
         for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
             remaining = _count(headers.get(f"anthropic-ratelimit-{kind}-remaining"))
             if remaining is not None:
-                reset = parse_reset_time(headers.get(f"anthropic-ratelimit-{kind}-reset"), now)
+                reset = parse_reset_time(headers.get(f"anthropic-ratelimit-{kind}-reset"), answered)
                 found.append((remaining, reset))
         return found
 

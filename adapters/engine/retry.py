@@ -174,6 +174,14 @@ def _http_date(text: str) -> datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
+def reply_time(headers: Mapping[str, str], now: datetime) -> datetime:
+    """When the server says it answered (the reply's `Date` header, lower-cased keys), else `now`:
+    the clock a reply's own times (`Retry-After` dates, Anthropic's `-reset` times) are read by,
+    so a skewed local clock does not matter."""
+    server_date = headers.get("date")
+    return (_http_date(server_date) if server_date else None) or now
+
+
 def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float | None:
     """The wait a reply's headers ask for: `retry-after-ms`, else `Retry-After`.
 
@@ -191,9 +199,8 @@ def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float
         return millis / 1000.0
     asked = lowered.get("retry-after")
     reference = now
-    server_date = lowered.get("date")
-    if asked is not None and server_date and _http_date(asked.strip()) is not None:
-        reference = _http_date(server_date) or now
+    if asked is not None and _http_date(asked.strip()) is not None:
+        reference = reply_time(lowered, now)
     return parse_retry_after(asked, reference)
 
 
@@ -203,6 +210,7 @@ __all__ = [
     "is_retried",
     "next_wait",
     "parse_retry_after",
+    "reply_time",
     "retry_after_from_headers",
     "stamina_arguments",
 ]

@@ -107,6 +107,39 @@ def test_anthropic_budget_headers_pause_until_the_rfc3339_reset() -> None:
     assert rl.hold() == 45.0
 
 
+@pytest.mark.parametrize("skew", [-300.0, 0.0, 300.0])
+def test_anthropic_reset_times_are_read_by_the_replys_own_clock(skew: float) -> None:
+    """A local clock 5 minutes off the server's neither stretches a 10 s reset to the cap nor
+    ignores an exhausted budget: the reply's `Date` is the reference, as for Retry-After."""
+    clock = Clock()
+    local = NOW.timestamp() + skew
+    rl = RateLimiter(clock=clock, now=lambda: datetime.fromtimestamp(local, UTC))
+    rl.observe(
+        200,
+        {
+            "date": "Sun, 01 Jun 2025 12:00:00 GMT",
+            "anthropic-ratelimit-tokens-remaining": "0",
+            "anthropic-ratelimit-tokens-reset": "2025-06-01T12:00:10Z",
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": "2025-06-01T12:00:10Z",
+        },
+    )
+    assert rl.hold() == 10.0
+    assert rl.reserve() == 10.0
+
+
+def test_reported_usage_puts_the_token_budget_at_most_max_pause_in_debt() -> None:
+    """Absurd usage counts (a server's, up to 2**53) on many replies stall the next call by at
+    most `max_pause`, not by the hours their sum would take to refill."""
+    clock = Clock()
+    rl = limiter(clock, tokens_per_minute=200_000, max_pause=60)
+    for _ in range(40):
+        rl.observe(200, {}, tokens=2**52)
+    assert rl.reserve() == pytest.approx(60.0, abs=1.0)
+    clock.t += 61.0
+    assert rl.reserve() == 0.0
+
+
 def test_a_429_that_says_nothing_pauses_the_fallback() -> None:
     clock = Clock()
     rl = limiter(clock, fallback_pause=2.5)
