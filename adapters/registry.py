@@ -32,6 +32,7 @@ from adapters.engine.client import HttpModelClient
 from adapters.engine.limits import Limiter
 from adapters.engine.retry import RetryPolicy
 from adapters.errors import ConfigurationError
+from osharm_core.errors import excerpt
 from osharm_core.scaling import preset_for_model
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,11 @@ class ModelRegistry:
     def resolve(self, model: str) -> tuple[str, str, bool]:
         """`(scheme, model after the prefix, prefixed)` for a model name, or a `ConfigurationError`."""
         name = model.strip()
+        if name and name != model:
+            raise ConfigurationError(
+                f"model name {excerpt(model)} begins or ends with whitespace; the name is sent "
+                "to the provider as given, so it must be exact"
+            )
         match = _SEPARATORS.search(name)
         if match is not None:
             scheme = name[: match.start()].lower()

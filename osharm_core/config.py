@@ -78,6 +78,12 @@ def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> No
         raise ConfigError(
             f"AgentConfig.{attribute.name} must be a non-empty string; got {excerpt(value)}"
         )
+    if value != value.strip():
+        # The name goes on the wire as it is: " o3" would reach the API, and miss the o-series rules.
+        raise ConfigError(
+            f"AgentConfig.{attribute.name} must not begin or end with whitespace; "
+            f"got {excerpt(value)}"
+        )
 
 
 def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None:

@@ -22,6 +22,7 @@ from adapters.registry import (
     ModelRegistry,
     client_for,
 )
+from osharm_core import AgentConfig, ConfigError
 from tests.adapters.conftest import FAKE_KEY
 
 ENV_VARS = (
@@ -269,8 +270,22 @@ def test_a_prefix_without_a_model_is_an_error(model: str, clean_env: pytest.Monk
     """A prefix with nothing after it is a ConfigurationError, not a request for model ''."""
     clean_env.setenv("OPENAI_API_KEY", FAKE_KEY)
     clean_env.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
-    with pytest.raises(ConfigurationError, match="no model name"):
+    with pytest.raises(ConfigurationError, match=r"no model name|begins or ends with whitespace"):
         client_for(model, base_url="http://127.0.0.1:1/v1")
+
+
+@pytest.mark.parametrize("model", [" o3", "o3 ", "gpt-4o\n", "\tclaude-sonnet-4-5", " replay:x"])
+def test_a_name_with_whitespace_around_it_is_refused(
+    model: str, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The name goes on the wire as given: `" o3"` reached the API and missed the o-series rules
+    (sampling settings sent); both the registry and AgentConfig refuse it, naming it."""
+    clean_env.setenv("OPENAI_API_KEY", FAKE_KEY)
+    clean_env.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    with pytest.raises(ConfigurationError, match="begins or ends with whitespace"):
+        client_for(model, base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ConfigError, match="must not begin or end with whitespace"):
+        AgentConfig(model=model)
 
 
 def test_bad_base_url_is_rejected(clean_env: pytest.MonkeyPatch) -> None:
