@@ -37,6 +37,7 @@ from adapters.cli._inputs import (
     agent_config,
     model_client,
     observation,
+    replay_source,
     task_instruction,
     task_place,
 )
@@ -467,9 +468,9 @@ def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
     """Refuse an --out that is, holds or is inside what the run reads: a task directory, the
     replay source or the --fork source (writing there, or --overwrite, would destroy it)."""
     read = [(task, f"the task directory {task}") for task in tasks]
-    if args.model.startswith(_replay.REPLAY_SCHEME):
-        source = args.model[len(_replay.REPLAY_SCHEME) :]
-        read.append((Path(source), f"the replay source {source} (--model {args.model})"))
+    source = replay_source(args.model)
+    if source is not None:
+        read.append((source, f"the replay source {source} (--model {args.model})"))
     if args.fork is not None:
         read.append((Path(args.fork), f"the --fork source {args.fork}"))
     out = Path(args.out)
@@ -484,10 +485,9 @@ def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
 def _task_client_model(args: argparse.Namespace, task: Path, several: bool) -> str:
     """The model name for one task: `replay:DIR` with per-task subdirectories picks the task's one."""
     model: str = args.model
-    if several and model.startswith(_replay.REPLAY_SCHEME):
-        base = Path(model[len(_replay.REPLAY_SCHEME) :])
-        if (base / task.name).is_dir():
-            return f"{_replay.REPLAY_SCHEME}{base / task.name}"
+    base = replay_source(model) if several else None
+    if base is not None and (base / task.name).is_dir():
+        return f"{_replay.REPLAY_SCHEME}{base / task.name}"
     return model
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters.contract import ModelClient
 from adapters.engine.limits import Limiter
-from adapters.errors import UsageError
+from adapters.errors import ConfigurationError, UsageError
 from adapters.providers._credentials import check_key
 from adapters.registry import REGISTRY
 from adapters.trajectories import replay as _replay
@@ -244,6 +244,17 @@ def add_model_options(parser: argparse.ArgumentParser, *, client: bool = True) -
             metavar="VAR",
             help="name of the environment variable holding the API key",
         )
+
+
+def replay_source(model: str) -> Path | None:
+    """The recording a `replay` model name reads, however it is spelled (`replay:P`,
+    `REPLAY:P`, `replay/P`, `replay|P`: what the registry takes); None for other names and
+    for names the registry refuses (they are reported when the client is made)."""
+    try:
+        scheme, rest, _ = REGISTRY.resolve(model)
+    except ConfigurationError:
+        return None
+    return Path(rest) if scheme == _replay.REPLAY_SCHEME.rstrip(":") else None
 
 
 def model_client(

@@ -25,7 +25,7 @@ import httpx
 from adapters.accounting.budget import Budget
 from adapters.agent import PromptAgent
 from adapters.cli._budget import usage_summary
-from adapters.cli._inputs import model_client
+from adapters.cli._inputs import model_client, replay_source
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
 from adapters.runs.environments import (
@@ -176,8 +176,9 @@ def task_agent(
 ) -> PromptAgent:
     """The agent of `task`: --model (replay:DIR/DOMAIN/ID when it exists), sharing `limiter`."""
     model: str = args.model
-    if model.startswith(_replay.REPLAY_SCHEME):
-        own = Path(model[len(_replay.REPLAY_SCHEME) :]) / task.domain / task.example_id
+    source = replay_source(model)
+    if source is not None:
+        own = source / task.domain / task.example_id
         if own.is_dir():
             model = f"{_replay.REPLAY_SCHEME}{own}"
     return PromptAgent.from_config(config, client=model_client(args, model, limiter=limiter))

@@ -302,6 +302,22 @@ def test_an_out_that_overlaps_what_the_run_reads_is_refused(
     assert not (task / "sub").exists()
 
 
+@pytest.mark.parametrize("scheme", ["replay/", "REPLAY:", "replay|"])
+def test_every_spelling_of_a_replay_model_is_checked_against_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scheme: str
+) -> None:
+    """The registry takes `replay/P`, `REPLAY:P` and `replay|P` for `replay:P`; the --out check
+    only knew `replay:`, so `--overwrite` rewrote the recording being replayed."""
+    task = _recording_dir(tmp_path)
+    replay = tmp_path / "replay"
+    shutil.copytree(EXAMPLE, replay)
+    before = (replay / "trajectory.jsonl").read_bytes()
+    argv = ["run", str(task), "--model", f"{scheme}{replay}", "--out", str(replay), "--overwrite"]
+    assert main(argv) == 2
+    assert f"--out {replay} is the replay source {replay}" in capsys.readouterr().err
+    assert (replay / "trajectory.jsonl").read_bytes() == before
+
+
 def test_an_out_beside_what_the_run_reads_is_fine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
