@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import functools
 import json
-import math
 import os
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 import httpx
 
 from adapters._files import new_file
+from adapters._strict_json import NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
 from adapters.errors import EnvironmentFailure, RevertFailure
@@ -387,21 +387,6 @@ def _tree(body: bytes) -> str | None:
     return tree
 
 
-class _NotFinite(ValueError):
-    """A number JSON cannot carry (`NaN`, `Infinity`, `1e999`), which Python's reader takes."""
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise _NotFinite(text)
-    return number
-
-
-def _refused(text: str) -> float:
-    raise _NotFinite(text)
-
-
 def _nested_past(value: object, limit: int) -> bool:
     """Whether `value` nests lists (tuples) or dicts more than `limit` deep (or is cyclic)."""
     stack = [(value, 1)]
@@ -420,8 +405,8 @@ def _execute_answer(body: bytes) -> dict[str, Any]:
     numbers JSON cannot carry, and nesting past `MAX_ANSWER_DEPTH` (which writing it, from
     deeper in the stack, might not take), are refused like text that is not JSON."""
     try:
-        answer = json.loads(body, parse_constant=_refused, parse_float=_finite)
-    except _NotFinite as exc:
+        answer = strict_loads(body)
+    except NotFinite as exc:
         raise EnvironmentFailure(
             f"POST /execute did not return JSON: it holds {excerpt(str(exc))}, not a finite number"
         ) from None

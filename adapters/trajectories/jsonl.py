@@ -36,6 +36,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from adapters._files import create_file, open_appending, read_regular
+from adapters._strict_json import NotFinite, strict_loads
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryError, TrajectoryExistsError, UnwritableRecord
 from osharm_core import (
@@ -699,7 +700,9 @@ def parse_entry(line: str, position: int = 1) -> Result[TrajectoryEntry, str]:
     "'response' (the reply text) is missing or not a string"
     """
     try:
-        obj = json.loads(line)
+        obj = strict_loads(line)
+    except NotFinite as exc:
+        return Failure(f"not JSON: it holds {excerpt(str(exc))}, not a finite number")
     except ValueError as exc:
         return Failure(f"not JSON: {exc}")
     except RecursionError:

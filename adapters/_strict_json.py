@@ -1,0 +1,41 @@
+"""JSON read as strictly as the records are written: no `NaN`, `Infinity` or `1e999`.
+
+Python's reader takes those (they are not JSON), and a value holding one
+breaks later at a strict writer, far from where it came in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+class NotFinite(ValueError):
+    """A number JSON cannot carry (`NaN`, `Infinity`, `1e999`); its text is the argument."""
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise NotFinite(text)
+    return number
+
+
+def _refused(text: str) -> float:
+    raise NotFinite(text)
+
+
+def strict_loads(data: str | bytes) -> Any:
+    """`json.loads(data)`, refusing non-finite numbers with `NotFinite` (a `ValueError`).
+
+    >>> strict_loads('{"x": 1.5}')
+    {'x': 1.5}
+    >>> strict_loads('[NaN]')
+    Traceback (most recent call last):
+    adapters._strict_json.NotFinite: NaN
+    """
+    return json.loads(data, parse_constant=_refused, parse_float=_finite)
+
+
+__all__ = ["NotFinite", "strict_loads"]
