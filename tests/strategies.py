@@ -577,6 +577,16 @@ _FRAGMENTS = st.sampled_from(
 )
 
 
+#: WAIT / DONE / FAIL (any case) framed by `;` and whitespace, which the pyautogui parser
+#: drops before it reads a whole reply as a special word (`DONE;`, `\n;FAIL ;`).
+disguised_special_words = st.builds(
+    lambda before, word, after: before + word + after,
+    st.text(alphabet="; \t\n\r\x0b\x0c\x85\u2028\u3000", max_size=6),
+    st.sampled_from(["WAIT", "DONE", "FAIL", "done", "Fail"]),
+    st.text(alphabet="; \t\n\r\x0b\x0c\x85\u2028\u3000", max_size=6),
+)
+
+
 @st.composite
 def hostile_replies(draw: st.DrawFn) -> str:
     """Model replies built from the pieces that steer the parsers, plus any characters at all

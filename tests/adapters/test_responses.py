@@ -29,7 +29,7 @@ from osharm_core.parsing import parse_actions_from_string, parse_code_from_strin
 from osharm_core.vocabulary import validate_computer_13
 from tests.adapters.helpers import png_part
 from tests.adapters.provider_routes import computer_call, output_message, reasoning
-from tests.strategies import any_text, cua_actions, safety_check_values
+from tests.strategies import any_text, cua_actions, disguised_special_words, safety_check_values
 
 KEY = "sk-proj-test-0123456789"
 MODEL = "computer-use-preview"
@@ -411,13 +411,15 @@ def test_png_size_never_raises(data: str) -> None:
     assert result is None or (result[0] > 0 and result[1] > 0)
 
 
-@given(any_text)
+@given(any_text | disguised_special_words)
 def test_quoted_thought_cannot_create_actions(text: str) -> None:
-    """Quoted model prose holds no code fence and no bare WAIT / DONE / FAIL line."""
+    """Quoted model prose holds no code fence and no bare WAIT / DONE / FAIL line, and the
+    pyautogui parser reads no action in it (`DONE;` included)."""
     quoted = quote_thought(text)
     assert "```" not in quoted
     for line in quoted.splitlines():
         assert line.strip().upper() not in ("WAIT", "DONE", "FAIL")
+    assert parse_code_from_string(quote_thought(text, "pyautogui")) == []
 
 
 # --- the reply text reads back through the core parsers -----------------------------
