@@ -90,6 +90,12 @@ class ForkClient:
     `raw["replay"]`, so a record can say where the hand-over happened, and are
     `prepaid`: the run that recorded them paid for them, so they add nothing
     to this run's usage totals or budget caps.
+
+    The live model starts a new provider chain: the last replayed response
+    carries no continuation (as after `PromptAgent.start_new_chain()`), so the
+    live model gets the whole history as plain messages, never the recorded
+    model's response ids, call ids or native turns (another vendor's, perhaps,
+    or a chain whose safety checks were pending).
     """
 
     def __init__(self, recorded: str | os.PathLike[str], live: ModelClient, *, at: int) -> None:
@@ -111,19 +117,22 @@ class ForkClient:
         """The recorded reply while in the prefix, else the live model's."""
         self.calls += 1
         if self.calls <= self.at:
-            return _paid(self.prefix.complete(request))
+            return self._replayed(request)
         return self.live.complete(request)
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """The same as `complete`, for async callers."""
         self.calls += 1
         if self.calls <= self.at:
-            return _paid(self.prefix.complete(request))
+            return self._replayed(request)
         return await self.live.acomplete(request)
 
-
-def _paid(response: ModelResponse) -> ModelResponse:
-    return attrs.evolve(response, prepaid=True)
+    def _replayed(self, request: ModelRequest) -> ModelResponse:
+        """The next recorded reply, prepaid; at the hand-over without its continuation."""
+        response = attrs.evolve(self.prefix.complete(request), prepaid=True)
+        if self.calls == self.at:
+            response = attrs.evolve(response, continuation=None)
+        return response
 
 
 def _replay_factory(options: ClientOptions) -> ModelClient:
