@@ -174,9 +174,18 @@ def trajectory_entries(draw: st.DrawFn) -> object:
     """Arbitrary trajectory lines as `adapters.trajectories.jsonl.TrajectoryEntry` values."""
     from adapters.contract import Usage
     from adapters.trajectories.jsonl import TrajectoryEntry
-    from osharm_core import Continuation
+    from osharm_core import Continuation, CoordinateFrame
 
     small = st.integers(0, 10_000)
+    side = st.integers(1, 4000)
+    frame = st.none() | st.builds(
+        CoordinateFrame,
+        screen_width=side,
+        screen_height=side,
+        image_width=side,
+        image_height=side,
+        grid=st.sampled_from(["pixels", "rel1000"]),
+    )
     ints_or_none = st.none() | small
     action = st.text(max_size=30) | st.fixed_dictionaries(
         {"action_type": st.sampled_from(["CLICK", "TYPING", "DONE"])},
@@ -216,6 +225,8 @@ def trajectory_entries(draw: st.DrawFn) -> object:
                 st.lists(check, max_size=2).map(tuple),
             )
         ),
+        frame=draw(frame.filter(lambda f: f is None or not f.is_identity)),
+        reply_frame=draw(frame),
     )
 
 

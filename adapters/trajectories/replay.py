@@ -12,18 +12,23 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError
-from adapters.trajectories.jsonl import TRAJECTORY_FILE, _read_regular, open_trajectory
+from adapters.trajectories.jsonl import (
+    TRAJECTORY_FILE,
+    TrajectoryEntry,
+    _read_regular,
+    open_trajectory,
+)
 from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
 
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
-from osharm_core import AccessibilityTreeError, Action, ScreenshotError
+from osharm_core import AccessibilityTreeError, Action, CoordinateFrame, ScreenshotError
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +40,10 @@ class ReplayClient:
     """A `ModelClient` that answers with the replies of a recorded trajectory, in order.
 
     Each call returns the next recorded reply as a `ModelResponse` with the
-    recorded usage and continuation, the model that answered then, and
+    recorded usage and continuation, the model that answered then, the frame
+    its coordinates were written in (so the agent reads the recorded actions
+    whatever its own scaling; a hand-written script whose lines name no model
+    states no frame, and its replies are read in the agent's own), and
     `tries=1`; the request's content is not looked at. Past the last reply it
     raises `ReplayExhausted`. `path` is a `trajectory.jsonl`, its directory, or an
     OS-Harm / OSWorld task result folder.
@@ -74,11 +82,22 @@ class ReplayClient:
             continuation=entry.continuation,
             finish_reason=entry.finish_reason,
             refusal=entry.refusal,
+            frame=_written_in(entry),
         )
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """The same as `complete`, for async callers."""
         return self.complete(request)
+
+
+def _written_in(entry: TrajectoryEntry) -> CoordinateFrame | Literal["unscaled"] | None:
+    """The frame a recorded reply was written in (see `ModelResponse.frame`): a recording
+    writes the frame of every scaled step, so a line that names its model and no frame was
+    unscaled; a line naming neither (a script of replies) states none (`None`)."""
+    frame = entry.read_frame
+    if frame is not None:
+        return frame
+    return "unscaled" if entry.model or entry.reply_frame is not None else None
 
 
 class ForkClient:
