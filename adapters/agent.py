@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -32,6 +32,7 @@ from osharm_core import (
     Action,
     AgentConfig,
     AgentState,
+    CoordinateFrame,
     ImagePart,
     code_actions,
     thaw,
@@ -168,6 +169,7 @@ class PromptAgent:
         self._state = AgentState()
         self._linearized: LinearizedTree | None = None
         self._last_request: StepRequest | None = None
+        self._last_reply_frame: CoordinateFrame | None = None
         self._stepping = threading.Lock()  # held from a step's start to its end
         self.logger = logging.getLogger(DEFAULT_LOGGER)
 
@@ -238,6 +240,13 @@ class PromptAgent:
         return self._last_request
 
     @property
+    def last_reply_frame(self) -> CoordinateFrame | None:
+        """The frame the last step's reply was read in when it was not its request's (a
+        replayed reply recorded under other scaling: see `ModelResponse.frame`), else `None`.
+        The OS-Harm result writer records it."""
+        return self._last_reply_frame
+
+    @property
     def system_message(self) -> str:
         """The system prompt for this configuration, without the task sentence (as the reference)."""
         return system_prompt(self.config)
@@ -287,6 +296,7 @@ class PromptAgent:
             self._usage = UsageTotals()
             self._linearized = None
             self._last_request = None
+            self._last_reply_frame = None
             self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
         finally:
             self._stepping.release()
@@ -398,12 +408,14 @@ class PromptAgent:
         latency: float,
         held: Reservation | None = None,
     ) -> tuple[str, list[Action] | None]:
+        reply_frame = _reply_frame(pending.step.frame, response.frame)
         new_state, actions = complete_step(
             pending.config,
             pending.state,
             pending.step,
             response.text,
             continuation=response.continuation,
+            reply_frame=reply_frame,
         )
         # Accounted before the state moves on: if pricing fails, the turn is neither taken nor
         # recorded, and the error leaves the agent as it was.
@@ -411,6 +423,7 @@ class PromptAgent:
         self._state = new_state
         self._linearized = pending.step.linearized
         self._last_request = pending.step
+        self._last_reply_frame = reply_frame
         self.logger.info("RESPONSE: %s", response.text)
         if response.refusal is not None or not response.text:
             self.logger.warning(
@@ -455,6 +468,7 @@ class PromptAgent:
                     cost_usd=cost,
                     budget_exceeded=budget_note,
                     frame=pending.step.observation.frame,
+                    reply_frame=reply_frame,
                     degradation=pending.step.observation.degradation,
                     history=len(pending.state),
                 )
@@ -535,6 +549,27 @@ async def _off_loop(build: Callable[..., _Pending], *args: Any) -> _Pending:
     except RuntimeError:  # not asyncio (e.g. trio)
         return build(*args)
     return await asyncio.to_thread(build, *args)
+
+
+def _reply_frame(
+    sent: CoordinateFrame | None, recorded: CoordinateFrame | Literal["unscaled"] | None
+) -> CoordinateFrame | None:
+    """The frame a reply is read in when it is not its request's frame `sent`: the frame a
+    replayed reply was `recorded` in (an identity frame for screen pixels); else None.
+
+    >>> scaled = CoordinateFrame(screen_width=1920, screen_height=1080, image_width=1280, image_height=720)
+    >>> _reply_frame(scaled, None), _reply_frame(scaled, scaled), _reply_frame(None, "unscaled")
+    (None, None, None)
+    >>> _reply_frame(scaled, "unscaled").is_identity, _reply_frame(None, scaled) == scaled
+    (True, True)
+    """
+    if recorded is None:
+        return None
+    if recorded == "unscaled" or recorded.is_identity:
+        if sent is None or sent.is_identity:
+            return None
+        return CoordinateFrame.identity(sent.screen_width, sent.screen_height)
+    return None if recorded == sent else recorded
 
 
 def _dropped_actions(pending: _Pending, text: str, actions: list[Action] | None) -> int:

@@ -10,14 +10,15 @@ sync and the async path.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from adapters.errors import (
     ModelCallError,
 )
-from osharm_core import AgentConfig, Continuation, Message
+from osharm_core import AgentConfig, Continuation, CoordinateFrame, Message
+from osharm_core.errors import excerpt
 
 
 def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
@@ -109,6 +110,10 @@ class ModelResponse:
     `prepaid` is true only for a recorded reply a fork or a continued task
     replays (`ForkClient`): the run that recorded it paid for it, so it adds
     nothing to usage totals or budget caps. Nothing a server sends can set it.
+    `frame` is set only on a recorded reply a replay gives back (`ReplayClient`):
+    the coordinate frame it was written in, or `"unscaled"` (screen pixels),
+    which the agent reads it in whatever frame its own request had; `None` (a
+    live reply, a script that states no frame) reads it in the request's frame.
     """
 
     text: str
@@ -121,6 +126,14 @@ class ModelResponse:
     finish_reason: str | None = None
     refusal: str | None = None
     prepaid: bool = False
+    frame: CoordinateFrame | Literal["unscaled"] | None = attrs.field(default=None)
+
+    @frame.validator
+    def _known_frame(self, _: attrs.Attribute[object], value: object) -> None:
+        if not (value is None or value == "unscaled" or isinstance(value, CoordinateFrame)):
+            raise TypeError(
+                f"ModelResponse.frame is a CoordinateFrame, 'unscaled' or None; got {excerpt(value)}"
+            )
 
 
 @runtime_checkable

@@ -288,6 +288,7 @@ def complete_step(
     response_text: str,
     *,
     continuation: Continuation | None = None,
+    reply_frame: CoordinateFrame | None = None,
 ) -> tuple[AgentState, list[Action] | None]:
     """Parse the reply and record the turn; returns the new state and the actions.
 
@@ -296,8 +297,12 @@ def complete_step(
     caller's to change) and the thought (the raw reply, or `""` when it
     could not be parsed), so the three tuples keep the same length. `state` is
     not changed. `continuation` records where a stateful provider left off.
+    The reply is read in `request.frame`, or in `reply_frame` when one is given:
+    the frame a recorded reply was written in, replayed under other scaling (an
+    identity frame reads screen pixels).
     """
-    actions = parse_reply(config, response_text, request.masks, request.frame)
+    frame = request.frame if reply_frame is None else reply_frame
+    actions = parse_reply(config, response_text, request.masks, frame)
     new_state = attrs.evolve(
         state,
         observations=(*state.observations, request.observation),

@@ -174,9 +174,18 @@ def trajectory_entries(draw: st.DrawFn) -> object:
     """Arbitrary trajectory lines as `adapters.trajectories.jsonl.TrajectoryEntry` values."""
     from adapters.contract import Usage
     from adapters.trajectories.jsonl import TrajectoryEntry
-    from osharm_core import Continuation
+    from osharm_core import Continuation, CoordinateFrame
 
     small = st.integers(0, 10_000)
+    side = st.integers(1, 4000)
+    frame = st.none() | st.builds(
+        CoordinateFrame,
+        screen_width=side,
+        screen_height=side,
+        image_width=side,
+        image_height=side,
+        grid=st.sampled_from(["pixels", "rel1000"]),
+    )
     ints_or_none = st.none() | small
     action = st.text(max_size=30) | st.fixed_dictionaries(
         {"action_type": st.sampled_from(["CLICK", "TYPING", "DONE"])},
@@ -216,6 +225,8 @@ def trajectory_entries(draw: st.DrawFn) -> object:
                 st.lists(check, max_size=2).map(tuple),
             )
         ),
+        frame=draw(frame.filter(lambda f: f is None or not f.is_identity)),
+        reply_frame=draw(frame),
     )
 
 
@@ -574,6 +585,16 @@ _FRAGMENTS = st.sampled_from(
         "\ud800",
         "\udfff",
     ]
+)
+
+
+#: WAIT / DONE / FAIL (any case) framed by `;` and whitespace, which the pyautogui parser
+#: drops before it reads a whole reply as a special word (`DONE;`, `\n;FAIL ;`).
+disguised_special_words = st.builds(
+    lambda before, word, after: before + word + after,
+    st.text(alphabet="; \t\n\r\x0b\x0c\x85\u2028\u3000", max_size=6),
+    st.sampled_from(["WAIT", "DONE", "FAIL", "done", "Fail"]),
+    st.text(alphabet="; \t\n\r\x0b\x0c\x85\u2028\u3000", max_size=6),
 )
 
 

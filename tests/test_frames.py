@@ -194,6 +194,24 @@ def test_set_of_marks_tags_are_screen_pixels_and_not_mapped_twice() -> None:
     )
 
 
+def test_a_reply_frame_overrides_the_requests_for_parsing_only() -> None:
+    """`complete_step(..., reply_frame=...)` reads the reply in that frame (an identity frame:
+    screen pixels) and still stores the request's observation and its frame."""
+    obs = fixture_observation("mousepad_notes")
+    reply = "```python\npyautogui.click(100, 50)\n```"
+    scaled = AgentConfig(observation_type="screenshot", action_space="pyautogui", scaling="claude")
+    request = prepare_step(scaled, AgentState(), "task", obs)
+    assert request.frame is not None
+    unscaled = CoordinateFrame.identity(1920, 1080)
+    state, actions = complete_step(scaled, AgentState(), request, reply, reply_frame=unscaled)
+    assert actions == ["pyautogui.click(100, 50)"]
+    assert state.observations[0].frame == request.frame
+    native = AgentConfig(observation_type="screenshot", action_space="pyautogui")
+    request = prepare_step(native, AgentState(), "task", obs)
+    _, actions = complete_step(native, AgentState(), request, reply, reply_frame=HALF)
+    assert actions == ["pyautogui.click(200, 100)"]
+
+
 def test_the_frame_round_trips_through_the_state_and_only_when_scaled() -> None:
     """AgentState JSON carries a turn's frame only when it is set, and reads it back equal."""
     plain = AgentState([ObservationRecord(None, "t")], [None], [""])

@@ -733,7 +733,7 @@ def _cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             # A folder the reference wrote keeps no boxes: tag_N cannot be read as it was.
             rows.append((entry, None, None))
             continue
-        now = parse_reply(config, entry.response, entry.masks, entry.frame)
+        now = parse_reply(config, entry.response, entry.masks, entry.read_frame)
         rows.append((entry, now, _normalized(entry.actions) == _normalized(now)))
     differ = sum(1 for *_, same in rows if same is False)
     apart = [e.step for e, _, same in rows if same is None]

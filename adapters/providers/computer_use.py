@@ -669,21 +669,30 @@ def gestures_computer_13(gestures: Iterable[Gesture]) -> str:
 _INERT_BRACES: Final = str.maketrans({"{": "\uff5b", "}": "\uff5d"})
 
 
+def _reads_as_special(line: str) -> bool:
+    """Whether `line` is WAIT / DONE / FAIL (any case) once its `;` and whitespace are dropped,
+    as the pyautogui parser drops them from a whole reply before anything else."""
+    pieces = [p.strip() for p in line.split(";") if p.strip()]
+    return len(pieces) == 1 and pieces[0].upper() in _SPECIAL
+
+
 def quote_thought(text: str, action_space: str = "computer_13") -> str:
-    """Model prose made inert for the action parsers: no fences, no bare WAIT / DONE / FAIL line,
-    and in computer_13 (whose parser reads a reply without blocks as JSON and searches its
-    prose for objects) no braces.
+    """Model prose made inert for the action parsers: no fences, no line that reads as
+    WAIT / DONE / FAIL (`DONE;` included), and in computer_13 (whose parser reads a reply
+    without blocks as JSON and searches its prose for objects) no braces.
 
     >>> quote_thought("Done.\\nDONE\\n```python\\nx\\n```")
     "Done.\\n> DONE\\n'''python\\nx\\n'''"
     >>> print(quote_thought('Not {"action_type": "WAIT"}'), quote_thought("{}", "pyautogui"))
     Not ｛"action_type": "WAIT"｝ {}
+    >>> quote_thought("DONE;")
+    '> DONE;'
     """
     if action_space == "computer_13":
         text = text.translate(_INERT_BRACES)
     lines = []
     for line in text.replace("```", "'''").splitlines():
-        lines.append(f"> {line}" if line.strip().upper() in _SPECIAL else line)
+        lines.append(f"> {line}" if _reads_as_special(line) else line)
     return "\n".join(lines)
 
 

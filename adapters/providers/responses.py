@@ -194,10 +194,26 @@ class _Output:
     items: tuple[Mapping[str, Any], ...] = ()
 
 
-def _read_output(output: list[Any]) -> _Output:
+def _call_id(item: Mapping[str, Any], number: int, seen: set[str], where: Mapping[str, Any]) -> str:
+    """A `computer_call`'s `call_id`, which the next request must answer: a call without
+    one (or repeating an earlier one) could be performed but never answered."""
+    call_id = item.get("call_id")
+    named = f"computer_call {number} (id {excerpt(item.get('id'))})"
+    if not isinstance(call_id, str) or not call_id:
+        raise ResponseDecodeError(
+            f"{named} has no call_id to answer, got {excerpt(call_id)}", **where
+        )
+    if call_id in seen:
+        raise ResponseDecodeError(f"{named} repeats call_id {excerpt(call_id)}", **where)
+    seen.add(call_id)
+    return call_id
+
+
+def _read_output(output: list[Any], where: Mapping[str, Any]) -> _Output:
     thoughts: list[str] = []
     actions: list[Any] = []
     call_ids: list[str] = []
+    seen: set[str] = set()
     checks: list[tuple[str, str, str]] = []
     items: list[Mapping[str, Any]] = []
     calls = 0
@@ -211,10 +227,9 @@ def _read_output(output: list[Any]) -> _Output:
             thoughts.extend(_message_texts(item))
         elif kind == "computer_call":
             calls += 1
+            call_ids.append(_call_id(item, calls, seen, where))
             items.append(item)
             actions.extend(_call_actions(item))
-            if isinstance(item.get("call_id"), str):
-                call_ids.append(item["call_id"])
             checks.extend(_safety_checks(item))
     return _Output(
         tuple(thoughts), tuple(actions), tuple(call_ids), tuple(checks), calls, tuple(items)
@@ -368,7 +383,7 @@ class ResponsesProvider:
         output = body.get("output")
         if not isinstance(output, list):
             raise ResponseDecodeError("reply has no output list", **where)
-        read = _read_output(output)
+        read = _read_output(output, where)
         # Nothing at all (a refusal with no text, a budget spent on hidden reasoning) is an
         # empty reply, not a DONE: the model said nothing.
         reason = _finish_reason(body)

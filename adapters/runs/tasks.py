@@ -370,6 +370,11 @@ class _Meter:
         """The agent's last request, for the result writer's marks and frame (see `PromptAgent`)."""
         return getattr(self.agent, "last_request", None)
 
+    @property
+    def last_reply_frame(self) -> Any:
+        """The frame the agent read its last reply in, for the result writer (see `PromptAgent`)."""
+        return getattr(self.agent, "last_reply_frame", None)
+
     def outcome(
         self,
         folder: Path,

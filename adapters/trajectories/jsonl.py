@@ -67,7 +67,9 @@ class StepRecord:
     and XML text, whichever the environment gave); `som_screenshot` is the
     tagged PNG sent for `som`; `masks` the set-of-marks boxes;
     `dropped_actions` how many code actions past the per-reply limit were left out;
-    `frame` the coordinate frame of a scaled screenshot, `degradation` what the
+    `frame` the coordinate frame of a scaled screenshot, `reply_frame` the frame
+    the reply was read in when it was not `frame` (a replayed reply recorded
+    under other scaling), `degradation` what the
     pre-flight budget left out of the request; `history` how many turns the
     agent's trajectory held before this step (0 after a reset; `None`: not
     known, taken to follow the recorder's previous step).
@@ -86,6 +88,7 @@ class StepRecord:
     cost_usd: float | None = None
     budget_exceeded: str | None = None
     frame: CoordinateFrame | None = None
+    reply_frame: CoordinateFrame | None = None
     degradation: Degradation | None = None
     history: int | None = None
 
@@ -125,6 +128,10 @@ class TrajectoryEntry:
     (written only when the request was cut down to fit `server_profile`)
     record how the model's view relates to the screen and what was left out;
     `scaling` (written only when not "native") is the setting that made the frame.
+    `reply_frame` (written only when set) is the frame the reply's coordinates
+    were read in when it was not `frame`: a replayed reply (`replayed_from`)
+    recorded under other scaling, read in the frame it was written in (an
+    identity frame: screen pixels). `read_frame` is the one to parse the reply in.
     `episode_step` (written only when it is not the one the lines before imply:
     the previous line's plus 1, or 1 on the first line) is the step's place in
     the agent's episode; `1` after `agent.reset()` starts a new episode (see
@@ -162,6 +169,7 @@ class TrajectoryEntry:
     cost_usd: float | None = None
     budget_exceeded: str | None = None
     frame: CoordinateFrame | None = None
+    reply_frame: CoordinateFrame | None = None
     degradation: Degradation | None = None
     scaling: str = "native"
     episode_step: int | None = None
@@ -170,6 +178,12 @@ class TrajectoryEntry:
     ubuntu_attributes: bool | None = None
     som_test_original: bool | None = None
     custom_client_password: bool | None = None
+
+    @property
+    def read_frame(self) -> CoordinateFrame | None:
+        """The frame the reply was read in (`None`: screen pixels)."""
+        frame = self.frame if self.reply_frame is None else self.reply_frame
+        return None if frame is None or frame.is_identity else frame
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the JSON object written on its line."""
@@ -181,6 +195,7 @@ class TrajectoryEntry:
             "replayed_from": self.replayed_from,
             "budget_exceeded": self.budget_exceeded,
             "frame": None if frame is None or frame.is_identity else frame.to_json(),
+            "reply_frame": None if self.reply_frame is None else self.reply_frame.to_json(),
             "degradation": None if self.degradation is None else self.degradation.to_json(),
             "scaling": None if self.scaling == "native" else self.scaling,
             "episode_step": self.episode_step,
@@ -420,6 +435,7 @@ class TrajectoryRecorder:
             cost_usd=None if step.cost_usd is None else round(step.cost_usd, 10),
             budget_exceeded=step.budget_exceeded,
             frame=step.frame,
+            reply_frame=step.reply_frame,
             degradation=step.degradation,
             scaling=step.config.scaling,
             episode_step=None if place == self._episode_step + 1 else place,
@@ -680,6 +696,9 @@ def _entry(obj: object, position: int) -> TrajectoryEntry:
         masks=_masks(obj.get("masks")),
         continuation=_continuation(obj.get("continuation")),
         frame=_optional_value(obj.get("frame"), "frame", CoordinateFrame.from_json),
+        reply_frame=_optional_value(
+            obj.get("reply_frame"), "reply_frame", CoordinateFrame.from_json
+        ),
         degradation=_optional_value(obj.get("degradation"), "degradation", Degradation.from_json),
         scaling=_get(obj, "scaling", (str,), "native"),
         episode_step=_episode_step(obj.get("episode_step")),

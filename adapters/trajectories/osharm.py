@@ -282,6 +282,9 @@ class ResultWriter:
         #: The agent's request for the observation `model_step` records next, if known
         #: (`arun_episode` sets it): its marks, frame and cuts are recorded with the step.
         self.request: StepRequest | None = None
+        #: The frame the agent read that step's reply in when it was not the request's (a
+        #: replayed reply recorded under other scaling; `arun_episode` sets it).
+        self.reply_frame: CoordinateFrame | None = None
 
     def _save(self, name: str, observation: Mapping[str, Any]) -> str | None:
         """The observation's screenshot as `name` and its raw tree beside it (same stem, .xml);
@@ -333,8 +336,11 @@ class ResultWriter:
             "actions": None if actions is None else thaw(list(actions)),
         }
         request, self.request = self.request, None
+        reply_frame, self.reply_frame = self.reply_frame, None
         if request is not None:
             step.update(_sent(request, self.config))
+        if reply_frame is not None:
+            step["reply_frame"] = reply_frame.to_json()
         # Serialised before anything is kept or written: a step JSON cannot hold leaves no trace.
         where = f"{BETTER_LOG}'s step {len(self._step_texts) + 1}"
         text = _indented(_dumps(step, where), "    ")
@@ -435,7 +441,8 @@ def prompt_params(config: AgentConfig) -> dict[str, bool]:
 def _sent(request: StepRequest, config: AgentConfig) -> dict[str, Any]:
     """Not read by the judge (it ignores extra keys), and written only when they say something:
     the set-of-marks boxes, a scaled screenshot's frame, what was cut to fit `server_profile`.
-    `osharm-agent replay` parses with the first two, `render --trajectory` rebuilds with all."""
+    `osharm-agent replay` parses with the first two (or with the step's `reply_frame`, which
+    `model_step` adds), `render --trajectory` rebuilds with all."""
     extra: dict[str, Any] = {}
     if config.observation_type == "som" and request.masks is not None:
         extra["masks"] = [list(box) for box in request.masks]
@@ -594,6 +601,10 @@ class _Awaitable:
     def last_request(self) -> object:
         return getattr(self.agent, "last_request", None)
 
+    @property
+    def last_reply_frame(self) -> object:
+        return getattr(self.agent, "last_reply_frame", None)
+
     async def step(
         self, action: Action, pause: float = 0
     ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
@@ -688,6 +699,8 @@ async def arun_episode(
                 writer.linearized = known if isinstance(known, LinearizedTree) else None
                 sent = getattr(agent, "last_request", None)
                 writer.request = sent if isinstance(sent, StepRequest) else None
+                read_in = getattr(agent, "last_reply_frame", None)
+                writer.reply_frame = read_in if isinstance(read_in, CoordinateFrame) else None
             elif isinstance(call, Execute):
                 result = await env.step(call.action, call.pause)
             elif isinstance(call, BeginTurn):
@@ -876,7 +889,7 @@ def result_folder_entries(
         actions = step.get("actions")
         # Our writer keeps each observation's raw tree under the step's name; the reference none.
         screenshot, tree = _own_files(listing, step.get("screenshot_file"), seen[index])
-        masks, frame, degradation = _recorded_sending(step, f"{file}: steps[{index}]")
+        masks, frame, reply_frame, degradation = _recorded_sending(step, f"{file}: steps[{index}]")
         entries.append(
             TrajectoryEntry(
                 step=index + 1,
@@ -891,6 +904,7 @@ def result_folder_entries(
                 accessibility_tree=tree,
                 masks=masks,
                 frame=frame,
+                reply_frame=reply_frame,
                 degradation=degradation,
                 scaling=text(params, "scaling", "native"),
             )
@@ -902,12 +916,16 @@ def result_folder_entries(
 
 def _recorded_sending(
     step: Mapping[str, Any], where: str
-) -> tuple[tuple[Mask, ...] | None, CoordinateFrame | None, Degradation | None]:
-    """The marks, frame and cuts our writer keeps beside a step (each `None` when absent)."""
+) -> tuple[
+    tuple[Mask, ...] | None, CoordinateFrame | None, CoordinateFrame | None, Degradation | None
+]:
+    """The marks, frame, reply frame and cuts our writer keeps beside a step (each `None`
+    when absent)."""
     try:
         return (
             _masks(step.get("masks")),
             _optional_value(step.get("frame"), "frame", CoordinateFrame.from_json),
+            _optional_value(step.get("reply_frame"), "reply_frame", CoordinateFrame.from_json),
             _optional_value(step.get("degradation"), "degradation", Degradation.from_json),
         )
     except _Bad as exc:

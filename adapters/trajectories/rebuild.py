@@ -389,7 +389,9 @@ def rebuild_step(
         linear = recording.trees[index] if index < len(recording.trees) else None
         request = _request(config, state, entry, recording, linear)
         if index + 1 < step:
-            state, _ = complete_step(config, state, request, entry.response)
+            state, _ = complete_step(
+                config, state, request, entry.response, reply_frame=entry.reply_frame
+            )
     assert request is not None
     return RebuiltStep(step, config, entries[step - 1].instruction, request)
 

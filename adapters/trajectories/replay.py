@@ -12,18 +12,23 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError
-from adapters.trajectories.jsonl import TRAJECTORY_FILE, _read_regular, open_trajectory
+from adapters.trajectories.jsonl import (
+    TRAJECTORY_FILE,
+    TrajectoryEntry,
+    _read_regular,
+    open_trajectory,
+)
 from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
 
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
-from osharm_core import AccessibilityTreeError, Action, ScreenshotError
+from osharm_core import AccessibilityTreeError, Action, CoordinateFrame, ScreenshotError
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +40,10 @@ class ReplayClient:
     """A `ModelClient` that answers with the replies of a recorded trajectory, in order.
 
     Each call returns the next recorded reply as a `ModelResponse` with the
-    recorded usage and continuation, the model that answered then, and
+    recorded usage and continuation, the model that answered then, the frame
+    its coordinates were written in (so the agent reads the recorded actions
+    whatever its own scaling; a hand-written script whose lines name no model
+    states no frame, and its replies are read in the agent's own), and
     `tries=1`; the request's content is not looked at. Past the last reply it
     raises `ReplayExhausted`. `path` is a `trajectory.jsonl`, its directory, or an
     OS-Harm / OSWorld task result folder.
@@ -74,11 +82,22 @@ class ReplayClient:
             continuation=entry.continuation,
             finish_reason=entry.finish_reason,
             refusal=entry.refusal,
+            frame=_written_in(entry),
         )
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """The same as `complete`, for async callers."""
         return self.complete(request)
+
+
+def _written_in(entry: TrajectoryEntry) -> CoordinateFrame | Literal["unscaled"] | None:
+    """The frame a recorded reply was written in (see `ModelResponse.frame`): a recording
+    writes the frame of every scaled step, so a line that names its model and no frame was
+    unscaled; a line naming neither (a script of replies) states none (`None`)."""
+    frame = entry.read_frame
+    if frame is not None:
+        return frame
+    return "unscaled" if entry.model or entry.reply_frame is not None else None
 
 
 class ForkClient:
@@ -90,6 +109,12 @@ class ForkClient:
     `raw["replay"]`, so a record can say where the hand-over happened, and are
     `prepaid`: the run that recorded them paid for them, so they add nothing
     to this run's usage totals or budget caps.
+
+    The live model starts a new provider chain: the last replayed response
+    carries no continuation (as after `PromptAgent.start_new_chain()`), so the
+    live model gets the whole history as plain messages, never the recorded
+    model's response ids, call ids or native turns (another vendor's, perhaps,
+    or a chain whose safety checks were pending).
     """
 
     def __init__(self, recorded: str | os.PathLike[str], live: ModelClient, *, at: int) -> None:
@@ -111,19 +136,22 @@ class ForkClient:
         """The recorded reply while in the prefix, else the live model's."""
         self.calls += 1
         if self.calls <= self.at:
-            return _paid(self.prefix.complete(request))
+            return self._replayed(request)
         return self.live.complete(request)
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """The same as `complete`, for async callers."""
         self.calls += 1
         if self.calls <= self.at:
-            return _paid(self.prefix.complete(request))
+            return self._replayed(request)
         return await self.live.acomplete(request)
 
-
-def _paid(response: ModelResponse) -> ModelResponse:
-    return attrs.evolve(response, prepaid=True)
+    def _replayed(self, request: ModelRequest) -> ModelResponse:
+        """The next recorded reply, prepaid; at the hand-over without its continuation."""
+        response = attrs.evolve(self.prefix.complete(request), prepaid=True)
+        if self.calls == self.at:
+            response = attrs.evolve(response, continuation=None)
+        return response
 
 
 def _replay_factory(options: ClientOptions) -> ModelClient:

@@ -32,7 +32,7 @@ from osharm_core import (
 from osharm_core.step import parse_reply
 from tests.adapters.conftest import FAKE_KEY
 from tests.adapters.helpers import png_part
-from tests.strategies import any_text, hostile_replies
+from tests.strategies import any_text, disguised_special_words, hostile_replies
 
 SHOT = png_part(1280, 800)
 
@@ -375,23 +375,24 @@ def test_a_natural_stop_without_calls_is_done(
     assert parse_reply(config, reply.text) == ["DONE"]
 
 
-@pytest.mark.parametrize(
-    ("provider", "reason"),
-    [
-        ("openai", "max_output_tokens"),
-        ("openai", "content_filter"),
-        ("openai", "in_progress"),
-        ("anthropic", "max_tokens"),
-        ("anthropic", "model_context_window_exceeded"),
-        ("anthropic", "refusal"),
-        ("anthropic", "pause_turn"),
-        ("gemini", "MAX_TOKENS"),
-        ("gemini", "SAFETY"),
-        ("gemini", "RECITATION"),
-        ("gemini", "MALFORMED_FUNCTION_CALL"),
-        ("gemini", "OTHER"),
-    ],
-)
+#: Every protocol's ends of a turn that are not the model's own (limits, filters, pauses).
+_EARLY_STOPS = [
+    ("openai", "max_output_tokens"),
+    ("openai", "content_filter"),
+    ("openai", "in_progress"),
+    ("anthropic", "max_tokens"),
+    ("anthropic", "model_context_window_exceeded"),
+    ("anthropic", "refusal"),
+    ("anthropic", "pause_turn"),
+    ("gemini", "MAX_TOKENS"),
+    ("gemini", "SAFETY"),
+    ("gemini", "RECITATION"),
+    ("gemini", "MALFORMED_FUNCTION_CALL"),
+    ("gemini", "OTHER"),
+]
+
+
+@pytest.mark.parametrize(("provider", "reason"), _EARLY_STOPS)
 @pytest.mark.parametrize("space", ["pyautogui", "computer_13"])
 def test_a_cut_off_or_filtered_reply_without_calls_has_no_action(
     provider: str, reason: str, space: str, caplog: pytest.LogCaptureFixture
@@ -407,14 +408,6 @@ def test_a_cut_off_or_filtered_reply_without_calls_has_no_action(
     assert f"stopped early ({reason})" in caplog.text
 
 
-_EARLY_STOPS = [
-    ("openai", "max_output_tokens"),
-    ("openai", "content_filter"),
-    ("anthropic", "max_tokens"),
-    ("anthropic", "refusal"),
-    ("gemini", "SAFETY"),
-    ("gemini", "MAX_TOKENS"),
-]
 _NATURAL_STOPS = [
     ("openai", "completed"),
     ("anthropic", "end_turn"),
@@ -430,19 +423,36 @@ _QUOTED_ACTIONS = st.sampled_from(
         "```json\n{}\n```",
     ]
 )
-_PROSE = any_text | hostile_replies() | st.tuples(any_text, _QUOTED_ACTIONS, any_text).map("".join)
+_PROSE = (
+    any_text
+    | hostile_replies()
+    | disguised_special_words
+    | st.tuples(any_text, _QUOTED_ACTIONS | disguised_special_words, any_text).map("".join)
+)
 
 
-@given(st.sampled_from(_EARLY_STOPS), st.sampled_from(["pyautogui", "computer_13"]), _PROSE)
+@pytest.mark.parametrize(("provider", "reason"), _EARLY_STOPS)
+@given(space=st.sampled_from(["pyautogui", "computer_13"]), prose=_PROSE)
 def test_a_stopped_reply_never_runs_its_prose(
-    stop: tuple[str, str], space: str, prose: str
+    provider: str, reason: str, space: str, prose: str
 ) -> None:
     """Whatever a refused or cut-off turn says (an action it quotes included), it has no action."""
-    provider, reason = stop
     native, body = _prose_reply(provider, reason, prose)
     config = AgentConfig(action_space=space, observation_type="screenshot", model="m")
     reply = native.decode(_request(_MODELS[provider], action_space=space), body)
     assert parse_reply(config, reply.text) == ([] if space == "pyautogui" else None)
+
+
+@pytest.mark.parametrize(("provider", "reason"), _EARLY_STOPS)
+@pytest.mark.parametrize("prose", ["DONE;", "FAIL;", " ;WAIT; ", "\n;DONE\n;"])
+def test_a_stopped_reply_of_a_special_word_and_semicolons_has_no_action(
+    provider: str, reason: str, prose: str
+) -> None:
+    """`DONE;` cut off or refused is prose like `DONE`: the parser's `;` split does not revive it."""
+    native, body = _prose_reply(provider, reason, prose)
+    config = AgentConfig(action_space="pyautogui", observation_type="screenshot", model="m")
+    reply = native.decode(_request(_MODELS[provider], action_space="pyautogui"), body)
+    assert parse_reply(config, reply.text) == []
 
 
 @given(st.sampled_from(_NATURAL_STOPS), st.sampled_from(["pyautogui", "computer_13"]), _PROSE)

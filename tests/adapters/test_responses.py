@@ -29,7 +29,7 @@ from osharm_core.parsing import parse_actions_from_string, parse_code_from_strin
 from osharm_core.vocabulary import validate_computer_13
 from tests.adapters.helpers import png_part
 from tests.adapters.provider_routes import computer_call, output_message, reasoning
-from tests.strategies import any_text, cua_actions, safety_check_values
+from tests.strategies import any_text, cua_actions, disguised_special_words, safety_check_values
 
 KEY = "sk-proj-test-0123456789"
 MODEL = "computer-use-preview"
@@ -254,6 +254,31 @@ def test_batched_actions_are_read_too() -> None:
     assert "pyautogui.moveTo(3, 4)\ntime.sleep(0.5)\npyautogui.press('enter')" in reply.text
 
 
+@pytest.mark.parametrize("tool", ["computer_use_preview", "computer"])
+@pytest.mark.parametrize("call_id", [None, 7, "", ["c1"]])
+def test_a_call_without_a_call_id_is_refused(tool: str, call_id: object) -> None:
+    """A computer_call the next request could not answer is a decode error naming it, never
+    actions that run and leave the chain broken."""
+    item = computer_call("c1", {"type": "type", "text": "rm -rf ~"})
+    if call_id is None:
+        del item["call_id"]
+    else:
+        item["call_id"] = call_id
+    body = _reply(computer_call("c0", {"type": "click", "x": 1, "y": 1}), item)
+    with pytest.raises(ResponseDecodeError, match=r"computer_call 2 \(id 'cu_c1'\) has no call_id"):
+        ResponsesProvider(api_key=KEY, tool=tool).decode(_request(), body)
+
+
+def test_a_repeated_call_id_is_refused() -> None:
+    """Two computer_calls with one call_id cannot both be answered: the reply is refused."""
+    second = computer_call("c1", {"type": "type", "text": "x"}) | {"id": "cu_other"}
+    body = _reply(computer_call("c1", {"type": "click", "x": 1, "y": 1}), second)
+    with pytest.raises(
+        ResponseDecodeError, match="computer_call 2 \\(id 'cu_other'\\) repeats call_id 'c1'"
+    ):
+        ResponsesProvider(api_key=KEY, tool="computer").decode(_request(), body)
+
+
 @pytest.mark.parametrize(
     ("space", "text"),
     [("pyautogui", "WAIT"), ("computer_13", '```json\n{"action_type": "WAIT"}\n```')],
@@ -411,13 +436,15 @@ def test_png_size_never_raises(data: str) -> None:
     assert result is None or (result[0] > 0 and result[1] > 0)
 
 
-@given(any_text)
+@given(any_text | disguised_special_words)
 def test_quoted_thought_cannot_create_actions(text: str) -> None:
-    """Quoted model prose holds no code fence and no bare WAIT / DONE / FAIL line."""
+    """Quoted model prose holds no code fence and no bare WAIT / DONE / FAIL line, and the
+    pyautogui parser reads no action in it (`DONE;` included)."""
     quoted = quote_thought(text)
     assert "```" not in quoted
     for line in quoted.splitlines():
         assert line.strip().upper() not in ("WAIT", "DONE", "FAIL")
+    assert parse_code_from_string(quote_thought(text, "pyautogui")) == []
 
 
 # --- the reply text reads back through the core parsers -----------------------------

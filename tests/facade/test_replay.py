@@ -65,6 +65,7 @@ def test_only_the_response_is_required() -> None:
         ('{"response": "x", "tries": true}', "'tries'"),
         ('{"response": "x", "continuation": {"call_ids": []}}', "'continuation'"),
         ('{"response": "x", "screenshot": 5}', "'screenshot'"),
+        ('{"response": "x", "reply_frame": {"grid": "pixels"}}', "'reply_frame'"),
     ],
 )
 def test_malformed_lines_say_what_is_wrong(line: str, message: str) -> None:

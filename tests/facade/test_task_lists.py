@@ -8,11 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+import httpx
 import pytest
 
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import TaskSetupError, TrajectoryError
+from adapters.registry import client_for
 from adapters.runs import (
     OsworldTask,
     arun_task_list,
@@ -26,7 +29,15 @@ from adapters.trajectories.jsonl import TrajectoryRecorder, read_trajectory
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ForkClient, ReplayEnv
 from osharm_core import AgentConfig
-from tests.facade.helpers import Killed, KillingEnv, observation_folder, write_task_list
+from tests.facade.helpers import (
+    FAKE_KEY,
+    SMALL,
+    Killed,
+    KillingEnv,
+    load,
+    observation_folder,
+    write_task_list,
+)
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -157,6 +168,81 @@ def test_a_fork_replays_the_prefix_byte_for_byte_then_hands_over(tmp_path: Path)
     assert live.requests[0].messages[2].text == recorded_replies[0]
     with pytest.raises(TrajectoryError, match="cannot fork at step 4"):
         ForkClient(tmp_path / "original", live, at=4)
+
+
+def _native_recording(folder: Path, checks: list[list[str]] | None = None) -> Path:
+    """Two steps of an anthropic-computer run, each line holding its provider continuation
+    (with `checks` pending)."""
+    folder.mkdir()
+    lines = []
+    for step in (1, 2):
+        native = [{"type": "tool_use", "id": f"toolu_0{step}", "name": "computer", "input": {}}]
+        continuation = {
+            "response_id": f"msg_0{step}",
+            "call_ids": [f"toolu_0{step}"],
+            "safety_checks": checks or [],
+            "native": json.dumps(native),
+        }
+        lines.append(
+            {
+                "step": step,
+                "model": "anthropic-computer/claude-sonnet-4-6",
+                "observation_type": "screenshot",
+                "action_space": "pyautogui",
+                "response": CLICK,
+                "actions": ["pyautogui.click(19, 31)"],
+                "continuation": continuation,
+            }
+        )
+    (folder / "trajectory.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return folder
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_live_model_starts_a_new_chain_at_the_hand_over(tmp_path: Path, mode: str) -> None:
+    """The recorded model's continuation (its ids, native turns, pending checks) never reaches
+    the live model: it gets the history as plain messages."""
+    recorded = _native_recording(tmp_path / "recorded", [["sc_1", "malicious_instructions", ""]])
+    live = FakeClient(["DONE"])
+    config = attrs.evolve(CONFIG, observation_type="screenshot")
+    agent = PromptAgent.from_config(config, client=ForkClient(recorded, live, at=2))
+    obs = load(SMALL[0])
+    for _ in range(3):
+        if mode == "sync":
+            agent.predict("task", obs)
+        else:
+            asyncio.run(agent.apredict("task", obs))
+    (request,) = live.requests
+    assert request.continuation is None
+    assert [m.text for m in request.messages if m.role == "assistant"] == [CLICK, CLICK]
+    assert agent.thoughts == [CLICK, CLICK, "DONE"]
+
+
+def test_a_fork_into_another_vendor_sends_it_no_foreign_ids(tmp_path: Path) -> None:
+    """An anthropic-computer recording forked into openai-computer: the first live request
+    starts a Responses chain (no previous_response_id, no computer_call_output for a toolu id)."""
+    recorded = _native_recording(tmp_path / "recorded")
+    seen: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        message = {"type": "message", "content": [{"type": "output_text", "text": "Done."}]}
+        return httpx.Response(
+            200, json={"id": "resp_1", "status": "completed", "output": [message]}
+        )
+
+    model = "openai-computer/gpt-5.4"
+    live = client_for(
+        model, api_key=FAKE_KEY, http_client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
+    config = AgentConfig(model=model, observation_type="screenshot", action_space="pyautogui")
+    agent = PromptAgent.from_config(config, client=ForkClient(recorded, live, at=2))
+    obs = load(SMALL[0])
+    assert [agent.predict("task", obs)[1] for _ in range(3)][-1] == ["DONE"]
+    (body,) = seen
+    assert "previous_response_id" not in body
+    assert "toolu" not in json.dumps(body)
+    assert not [item for item in body["input"] if item.get("type") == "computer_call_output"]
 
 
 def test_the_cli_forks_into_an_osharm_folder(
