@@ -12,6 +12,7 @@ from returns.result import Success
 
 from osharm_core.accessibility import linearize_accessibility_tree
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform
+from osharm_core.errors import ConfigError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.marks import tag_screenshot
 from osharm_core.messages import ImagePart, Message, TextPart
@@ -217,8 +218,15 @@ def prepare_step(
 
     `observation` may be an `Observation` or an OSWorld observation dict (checked
     with `Observation.from_dict`). Nothing in `state` is recomputed: history
-    turns reuse their stored processed observations.
+    turns reuse their stored processed observations. An `instruction` that is not a
+    string is a `ConfigError` (it would be written into the system prompt as `None`, and
+    into a recording no reader takes).
     """
+    if not isinstance(instruction, str):
+        raise ConfigError(
+            f"the instruction must be a string; got {type(instruction).__name__} "
+            f"{excerpt(instruction)}"
+        )
     if not isinstance(observation, Observation):
         observation = Observation.from_dict(observation, config.observation_type)
     else:

@@ -26,7 +26,7 @@ from adapters.errors import (
 from adapters.registry import client_for
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import TrajectoryRecorder, read_trajectory
-from osharm_core import AgentConfig, AgentState, Continuation
+from osharm_core import AgentConfig, AgentState, ConfigError, Continuation
 from osharm_core.prompts import system_prompt
 from tests import strategies as s
 from tests.adapters.loopback import chat_completion
@@ -178,6 +178,17 @@ def test_a_bad_observation_raises_before_any_call() -> None:
     agent, client = _agent([PY])
     with pytest.raises(ValueError, match="accessibility_tree"):
         agent.predict("t", {"screenshot": NOTES["screenshot"]})
+    assert client.calls == 0
+    assert agent.state == AgentState()
+
+
+@pytest.mark.parametrize("instruction", [None, 5, b"open the file"])
+def test_an_instruction_that_is_no_string_raises_before_any_call(instruction: object) -> None:
+    """It used to be sent (`...following task: None`), paid for and recorded as a line no
+    reader takes; now a ConfigError naming it, no call, the state unchanged."""
+    agent, client = _agent([PY])
+    with pytest.raises(ConfigError, match="the instruction must be a string"):
+        agent.predict(instruction, NOTES)  # type: ignore[arg-type]
     assert client.calls == 0
     assert agent.state == AgentState()
 
