@@ -326,7 +326,8 @@ class PromptAgent:
         self._claim("predict()")
         held = None
         try:
-            held = None if self.budget is None else self.budget.reserve(self._usage)
+            budget = self._budget_for_next()
+            held = None if budget is None else budget.reserve(self._usage)
             pending = self._begin(instruction, obs)
             started = time.perf_counter()
             try:
@@ -356,7 +357,8 @@ class PromptAgent:
         self._claim("apredict()")
         held = None
         try:
-            held = None if self.budget is None else await self.budget.areserve(self._usage)
+            budget = self._budget_for_next()
+            held = None if budget is None else await budget.areserve(self._usage)
             if _cheap_prompt(self.config, obs):
                 pending = self._begin(instruction, obs)
             else:
@@ -506,6 +508,11 @@ class PromptAgent:
         if reached is not None:
             self.logger.warning("Step %d: %s; no further request will be sent", number, reached)
         return cost, None if reached is None else str(reached)
+
+    def _budget_for_next(self) -> Budget | None:
+        """The budget the next call takes a place under: none when the client answers it from
+        a recording (a fork's or a continued task's prefix, prepaid)."""
+        return None if getattr(self.client, "replays_next", False) is True else self.budget
 
     def _log_failure(self, exc: Exception, latency: float) -> None:
         self.logger.error(

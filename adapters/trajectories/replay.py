@@ -132,6 +132,13 @@ class ForkClient:
         self.at = at
         self.calls = 0
 
+    @property
+    def replays_next(self) -> bool:
+        """Whether the next call is answered from the recording: a prepaid reply, for which an
+        agent takes no place under a budget's caps (a cap reached meanwhile stops the first live
+        call, not the replay)."""
+        return self.calls < self.at
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded reply while in the prefix, else the live model's."""
         self.calls += 1

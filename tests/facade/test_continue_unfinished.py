@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from adapters.accounting import Budget, load_prices
+from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import BudgetExceeded, TaskSetupError
@@ -283,3 +284,38 @@ def test_a_server_cannot_mark_its_replies_as_paid_for() -> None:
     agent.predict("Do it", observation)
     with pytest.raises(BudgetExceeded):
         agent.predict("Do it", observation)
+
+
+def test_a_run_cap_reached_elsewhere_does_not_cut_a_replayed_record_short(tmp_path: Path) -> None:
+    """The replayed steps take no place under the budget (they are prepaid): when other tasks
+    spend the run's cap while this one replays, the record is replayed whole and the first
+    live call is the one refused. The cap used to stop the replay at its next step, the task
+    then marked finished with its record cut short."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=3)
+    folder = result_folder(results, CONFIG, "os", "_one")
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+    budget = Budget(max_run_tokens=1000)
+
+    class SpentElsewhere(KillingEnv):
+        def step(self, action: Any, pause: float = 0) -> Any:
+            if not self.actions:  # another worker's step lands during this replay
+                budget.charge(UsageTotals().add(Usage(input_tokens=5000, output_tokens=0), None))
+            return super().step(action, pause)
+
+    client = FakeClient(["DONE"])
+    (outcome,) = run_task_list(
+        [TASK],
+        config=CONFIG,
+        result_dir=results,
+        make_agent=lambda task: PromptAgent.from_config(CONFIG, client=client),
+        make_env=lambda task: SpentElsewhere(desktop, None),
+        max_steps=5,
+        continue_unfinished=True,
+        budget=budget,
+    )
+    assert client.calls == 0
+    assert outcome.status == "finished"
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
