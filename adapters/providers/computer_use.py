@@ -43,7 +43,7 @@ from typing import Any, Final
 import attrs
 
 from adapters.errors import UnsupportedComputerAction
-from osharm_core.errors import number_excerpt
+from osharm_core.errors import is_finite_number, number_excerpt
 from osharm_core.vocabulary import KEYBOARD_KEYS
 
 #: pyautogui's name for the key names the vendors send (compared in lower case): browser
@@ -280,16 +280,6 @@ class ScreenMap:
         return amount * self.screen_size[axis] / self.grid[axis]
 
 
-def _finite(value: object) -> bool:
-    """Whether `value` is a JSON number a float can hold (not a bool, NaN, infinity or a huge int)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int of hundreds of digits, as json.loads accepts
-        return False
-
-
 def number(value: object, where: str) -> float:
     """A finite JSON number, or `UnsupportedComputerAction` naming `where`.
 
@@ -298,7 +288,7 @@ def number(value: object, where: str) -> float:
     ...
     adapters.errors.UnsupportedComputerAction: click: x must be a number, got 10000000000000000000...(401 characters)
     """
-    if not _finite(value):
+    if not is_finite_number(value):
         raise UnsupportedComputerAction(f"{where} must be a number, got {number_excerpt(value)}")
     assert isinstance(value, int | float)
     return value
@@ -397,7 +387,7 @@ def wheel_clicks(pixels: object, pixels_per_click: float) -> int:
     >>> wheel_clicks(250, 100), wheel_clicks(-30, 100), wheel_clicks(0, 100)
     (3, -1, 0)
     """
-    if not _finite(pixels):
+    if not is_finite_number(pixels):
         raise UnsupportedComputerAction(
             f"scroll: amount must be a number, got {number_excerpt(pixels)}"
         )
