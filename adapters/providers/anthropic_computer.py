@@ -376,6 +376,12 @@ class AnthropicComputerProvider:
                         f"tool_use of an undeclared tool or without an id: {excerpt(block.get('name'))}",
                         **where,
                     )
+                if any(block["id"] == seen for seen, _ in calls):
+                    # Its gestures could run but only one tool_result answer the id: the next
+                    # request would be refused, and every later step with it.
+                    raise ResponseDecodeError(
+                        f"tool_use repeats the id {excerpt(block['id'])}", **where
+                    )
                 calls.append((block["id"], block.get("input")))
         reason = body.get("stop_reason")
         reason = reason if isinstance(reason, str) and reason else None

@@ -154,6 +154,15 @@ def test_an_undeclared_tool_s_huge_name_is_quoted_short() -> None:
     assert len(str(caught.value)) < 300
 
 
+def test_two_tool_uses_with_one_id_are_refused() -> None:
+    """Both could run, but only one tool_result can answer the id: the next request would be
+    refused, and every later step with it (as for a Responses call_id repeated)."""
+    body = _anthropic(action="left_click", coordinate=[10, 10])
+    body["content"].append(dict(body["content"][0]))
+    with pytest.raises(ResponseDecodeError, match="tool_use repeats the id"):
+        _interpret(ANTHROPIC, json.dumps(body))
+
+
 def test_a_request_json_cannot_carry_is_a_typed_error_and_nothing_is_sent(
     server: LoopbackServer,
 ) -> None:
