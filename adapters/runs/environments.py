@@ -192,7 +192,8 @@ class DesktopEnvAdapter:
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
-        reward = finite_number("step: reward is", reward)
+        checked = finite_number("step: reward is", reward)
+        reward = reward if type(reward) is int else checked  # DesktopEnv's 0 stays 0 in traj.jsonl
         if info is not None and not isinstance(info, Mapping):
             raise EnvironmentFailure(f"step: info is {type(info).__name__}, not a mapping")
         info = dict(info or {})
@@ -211,7 +212,8 @@ class DesktopEnvAdapter:
         score = _called("evaluate", self.env.evaluate)
         if score is None:
             return None
-        return finite_number("evaluate returned", score)
+        checked = finite_number("evaluate returned", score)
+        return score if type(score) is int else checked  # result.txt holds 1, as the reference's
 
     def close(self) -> None:
         """`DesktopEnv.close()`, when it has one."""
@@ -761,11 +763,12 @@ class OSWorldServerEnv:
         answer at all (`VmUnanswered`), or an observation that cannot be read, is raised.
         """
         word = action_word(action)
+        # The reward and the special actions' info are what OSWorld's DesktopEnv.step gives.
         if word in ("DONE", "FAIL"):
-            return self.observe(), 0.0, True, {"action": word}
+            return self.observe(), 0, True, {word.lower(): True}
         if word == "WAIT":
             self._sleep(pause)
-            return self.observe(), 0.0, False, {"action": word}
+            return self.observe(), 0, False, {}
         if isinstance(action, str):
             code = action
         elif isinstance(action, Mapping):
@@ -773,7 +776,7 @@ class OSWorldServerEnv:
             try:
                 code = computer_13_code(action, screen_size=size)
             except EnvironmentFailure as refused:  # the model's action: nothing runs
-                return self.observe(), 0.0, False, {"error": str(refused)}
+                return self.observe(), 0, False, {"error": str(refused)}
         else:
             raise EnvironmentFailure(
                 f"step: an action is pyautogui code or a computer_13 object, "
@@ -789,7 +792,7 @@ class OSWorldServerEnv:
             info = {"error": str(failed)}
         if pause:
             self._sleep(pause)
-        return self.observe(), 0.0, False, info
+        return self.observe(), 0, False, info
 
     def evaluate(self) -> float | None:
         """None: the task's evaluator runs host-side (use DesktopEnv for scores)."""

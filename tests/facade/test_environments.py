@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import pickle
 import socket
 from collections.abc import Iterator
@@ -199,7 +200,13 @@ def test_a_task_list_runs_on_wrapped_desktop_envs(tmp_path: Path) -> None:
     assert desktops[0].configs == [{"id": "_one", "instruction": "Do it", "config": []}]
     folder = result_folder(tmp_path / "results", CONFIG, "os", "_one")
     assert [e.response for e in load_result_folder(folder)] == [click, "DONE"]
-    assert (folder / "result.txt").read_text() == "1.0\n"
+    # The reference writes what DesktopEnv gives: its int 1 as "1", its reward 0 as 0.
+    assert (folder / "result.txt").read_text() == "1\n"
+    rewards = [
+        json.loads(line)["reward"] for line in (folder / "traj.jsonl").read_text().splitlines()
+    ]
+    assert rewards == [0, 0]
+    assert all(type(r) is int for r in rewards)
 
 
 # --- the OSWorld VM server client against a loopback server -------------------------

@@ -61,7 +61,7 @@ def test_computer_13_actions_run_as_osworlds_pyautogui_calls(vm: LoopbackServer)
     ]
     assert slept == [0.25] * len(C13)
     assert env.step({"action_type": "WAIT"}, 1.0)[2] is False
-    assert env.step({"action_type": "FAIL"})[2:] == (True, {"action": "FAIL"})
+    assert env.step({"action_type": "FAIL"})[1:] == (0, True, {"fail": True})
     assert len([r for r in vm.requests if r.path == "/execute"]) == len(C13)
     env.close()
 
