@@ -362,6 +362,10 @@ class ResultWriter:
         # The top-level key is the only `"steps": []` with a two-space indent.
         return head.replace('\n  "steps": []', '\n  "steps": ' + steps, 1)
 
+    def stamp(self) -> str:
+        """The local time now, as action timestamps and screenshot names write it."""
+        return self._clock().strftime(TIMESTAMP_FORMAT)
+
     def action(
         self,
         step_num: int,
@@ -370,9 +374,12 @@ class ResultWriter:
         reward: float,
         done: bool,
         info: Mapping[str, Any],
+        stamp: str | None = None,
     ) -> None:
-        """Record one executed action: the screenshot after it, then its traj.jsonl line."""
-        stamp = self._clock().strftime(TIMESTAMP_FORMAT)
+        """Record one executed action: the screenshot after it, then its traj.jsonl line.
+        `stamp` is when the action began (`stamp()` before executing it, as the reference's
+        `action_timestamp` is taken); by default, now."""
+        stamp = self.stamp() if stamp is None else stamp
         name = self._save(f"step_{step_num}_{stamp}.png", observation)
         _append_line(
             self.directory / TRAJ_FILE,
@@ -391,8 +398,7 @@ class ResultWriter:
     def observed(self, step_num: int, observation: Mapping[str, Any]) -> None:
         """The desktop moved on after step `step_num` with no action (a paced replay): its
         screenshot and tree saved as `step_{n}_{stamp}.png` / `.xml`, with no traj.jsonl line."""
-        stamp = self._clock().strftime(TIMESTAMP_FORMAT)
-        self._save(f"step_{step_num}_{stamp}.png", observation)
+        self._save(f"step_{step_num}_{self.stamp()}.png", observation)
 
     def error(self) -> None:
         """The line OSWorld's run.py appends when an episode fails (its text is always this)."""
@@ -557,8 +563,9 @@ def episode_flow(
                 break
             writer.model_step(response, actions, obs)
             for action in actions or ():
+                began = writer.stamp()
                 obs, reward, done, info = yield Execute(action, pause)
-                writer.action(step_idx + 1, action, obs, reward, done, info)
+                writer.action(step_idx + 1, action, obs, reward, done, info, began)
                 if done:
                     break
             if done:

@@ -387,3 +387,31 @@ def _request() -> Any:
     from osharm_core import Message, TextPart
 
     return ModelRequest(model="x", messages=(Message("user", (TextPart("hi"),)),))
+
+
+def test_an_action_is_stamped_when_it_begins(tmp_path: Path) -> None:
+    """The reference takes `action_timestamp` before `env.step` (which, on a VM, runs the
+    command, pauses and fetches the observation: seconds); it was taken after."""
+    events: list[str] = []
+    ticks = itertools.count()
+
+    def clock() -> datetime:
+        events.append("clock")
+        return datetime(2026, 11, 23, 12, 0, next(ticks) % 60)
+
+    class Recorded(ReplayEnv):
+        def step(self, action: Any, pause: float = 0) -> Any:
+            events.append("step")
+            return super().step(action, pause)
+
+    env = Recorded(observation_folder(tmp_path / "obs", FIVE), instruction=TASK.instruction)
+    agent = PromptAgent.from_config(CONFIG, client=FakeClient([TWO, "DONE"]))
+    writer = ResultWriter(tmp_path / "out", config=CONFIG, task=TASK, max_steps=15, clock=clock)
+    run_episode(agent, env, env.reset(), writer, max_steps=15)
+    assert events == ["clock", "step"] * 3
+    lines = [json.loads(line) for line in (tmp_path / "out/traj.jsonl").read_text().splitlines()]
+    assert [line["action_timestamp"] for line in lines] == [
+        "20261123@120000",
+        "20261123@120001",
+        "20261123@120002",
+    ]
