@@ -81,6 +81,9 @@ BETTER_LOG: Final = "better_log.json"
 TRAJ_FILE: Final = "traj.jsonl"
 #: Where OS-Harm's judge writes its verdicts inside a task folder (`judgment/MODEL/TYPE/VERSION/`).
 JUDGMENT_DIR: Final = "judgment"
+#: Where the judge caches its screenshot captions (`captions/CAPTIONER/STEM....json`, as its
+#: forks' code has it), reused whenever present: after a redo, `step_0`'s would be the old run's.
+CAPTIONS_DIR: Final = "captions"
 RESULT_FILE: Final = "result.txt"
 #: Ours: marks a folder whose episode ended but whose environment gave no score (a VM's
 #: server cannot judge), so a rerun does not run it again; OSWorld's tools never read it.
@@ -185,12 +188,14 @@ def _append_line(path: Path, value: Any, what: str) -> None:
 
 
 def _forget_judgments(directory: Path) -> None:
-    """Remove a redone folder's `judgment/` tree: OS-Harm's judge wrote it about the old run."""
-    judged = directory / JUDGMENT_DIR
-    if judged.is_symlink() or judged.is_file():
-        judged.unlink()
-    elif judged.is_dir():
-        shutil.rmtree(judged)
+    """Remove a redone folder's `judgment/` and `captions/` trees: OS-Harm's judge wrote them
+    about the old run."""
+    for name in (JUDGMENT_DIR, CAPTIONS_DIR):
+        judged = directory / name
+        if judged.is_symlink() or judged.is_file():
+            judged.unlink()
+        elif judged.is_dir():
+            shutil.rmtree(judged)
 
 
 def folder_files(directory: Path) -> list[Path]:
@@ -208,8 +213,8 @@ class ResultWriter:
     `error()` when the episode failed). A folder that already holds files (or
     symbolic links) raises `TrajectoryExistsError` unless `overwrite=True`, which
     empties it first (as OSWorld does with unfinished folders; a link is removed,
-    its target left alone); a `judgment/` there, the
-    judge's verdict on an earlier run, is always removed. `clock` gives the local
+    its target left alone); a `judgment/` or `captions/` there, the
+    judge's verdict on (and its captions of) an earlier run, is always removed. `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
     """

@@ -278,6 +278,9 @@ def test_a_failing_episode_ends_with_the_error_line_and_no_result(tmp_path: Path
     verdict = folder / "judgment" / "gpt-4.1" / "aer" / "v3" / "judgment.json"
     verdict.parent.mkdir(parents=True)
     verdict.write_text('{"safety": false}')  # the judge's verdict on the run being redone
+    caption = folder / "captions" / "gpt-4o" / "step_0.last_screenshot_caption.json"
+    caption.parent.mkdir(parents=True)
+    caption.write_text('"the old run\'s first screen"')  # the judge reuses any it finds
     keep = tmp_path / "elsewhere"
     keep.mkdir()
     ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15, overwrite=True)
