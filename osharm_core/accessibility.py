@@ -353,17 +353,24 @@ _SIMPLE_PAIR: Final = re.compile(r"\((-?(?:0|[1-9][0-9]*)), (-?(?:0|[1-9][0-9]*)
 #: The longest number literal read as a coordinate; longer ones make the pair unreadable
 #: (no screen needs them, and Python refuses to convert integers past 4,300 digits).
 MAX_NUMBER_CHARS: Final = 32
+#: The longest pair text read at all: two such numbers, their signs, the parentheses and the
+#: comma, and room for spaces. Longer text is refused before any pattern looks at it (a
+#: pattern over megabytes of digits took seconds and gigabytes per node).
+MAX_PAIR_CHARS: Final = 2 * MAX_NUMBER_CHARS + 64
 
 
 def parse_pair(text: str) -> tuple[int | float, int | float] | None:
     """Read `"(x, y)"` strictly: two Python int or float literals, each with an optional sign.
 
     Returns `None` for anything else (never evaluates the text), including numbers
-    written with more than `MAX_NUMBER_CHARS` characters.
+    written with more than `MAX_NUMBER_CHARS` characters and text longer than
+    `MAX_PAIR_CHARS`.
 
     >>> parse_pair("(12, -3.5)"), parse_pair("(0x10, 1_000)"), parse_pair("__import__('os')")
     ((12, -3.5), (16, 1000), None)
     """
+    if len(text) > MAX_PAIR_CHARS:
+        return None
     simple = _SIMPLE_PAIR.fullmatch(text)
     if simple is not None:
         if max(len(simple.group(1)), len(simple.group(2))) > MAX_NUMBER_CHARS:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from adapters.cli import main
 from osharm_core.accessibility import (
     MAX_NUMBER_CHARS,
+    MAX_PAIR_CHARS,
     linearize_accessibility_tree,
     parse_accessibility_tree,
     parse_pair,
@@ -183,6 +184,18 @@ def test_huge_coordinates_drop_the_node(number: str, where: str) -> None:
 def test_parse_pair_is_total_on_huge_integers(text: str) -> None:
     """The strict pair reader gives None for integers past the limit instead of a ValueError."""
     assert parse_pair(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["(1, " + "1" * 1_000_000 + "e", "(1, " + "1_" * 500_000 + ")", "(" + " " * 200 + "1, 2)"],
+)
+def test_a_pair_text_past_max_pair_chars_is_refused_unread(text: str) -> None:
+    """Refused by its length before any pattern runs: the general pattern took seconds and
+    gigabytes over megabytes of digits (9 MB: 6 s, 2.6 GB), once per node."""
+    assert len(text) > MAX_PAIR_CHARS
+    assert parse_pair(text) is None
+    assert parse_pair("(" + " " * 50 + "1, 2)") == (1, 2)
 
 
 def test_render_refuses_a_bom_prefixed_hostile_file(
