@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from types import MappingProxyType
 from typing import Final
 
@@ -144,7 +145,7 @@ def trim_with_split(
     if len(text) <= max_tokens and len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
         return text, None
     enc = encoding if encoding is not None else cl100k_encoding()
-    tokens = enc.encode_ordinary(text)
+    tokens = _leading_tokens(enc, text, max_tokens)
     if len(tokens) <= max_tokens:
         return text, _split(enc, tokens, len(tokens), text)
     keep = max_tokens
@@ -168,6 +169,32 @@ def count_joined(
         return None
     before = len(encoding.encode_ordinary(head)) if head else 0
     return before + split.tokens + len(encoding.encode_ordinary(text[split.chars :] + tail))
+
+
+#: Where a head of the text is first cut to be encoded on its own: this many characters per
+#: token kept (real tables run 2-4), then twice as far each time it holds too few tokens.
+_HEAD_CHARS_PER_TOKEN: Final = 4
+_SPLIT_POINT: Final = re.compile(r"\n(?=[0-9A-Za-z])")
+
+
+def _leading_tokens(enc: tiktoken.Encoding, text: str, max_tokens: int) -> list[int]:
+    """The tokens of `text`, or only the first ones: those of a head of it that ends at a
+    split point (see `TokenSplit`) and holds more than `max_tokens`, which are the first
+    tokens of the whole text. A huge text is then trimmed at the cost of its head, not of
+    all of it (8 MB took 4 s and 450 MB to trim to 10,000 tokens); one with no split point
+    past the head (a single huge cell) is encoded whole."""
+    if getattr(enc, "_pat_str", None) != _CL100K_PATTERN:
+        return enc.encode_ordinary(text)
+    bound = _HEAD_CHARS_PER_TOKEN * max_tokens
+    while bound < len(text):
+        point = _SPLIT_POINT.search(text, bound)
+        if point is None:
+            break
+        head = enc.encode_ordinary(text[: point.end()])
+        if len(head) > max_tokens:
+            return head
+        bound = 2 * point.end()
+    return enc.encode_ordinary(text)
 
 
 #: How many tokens back from the cut `_decoded_prefix` looks for a line start.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.resources
 import subprocess
@@ -24,6 +25,7 @@ from osharm_core.tokens import (
     cl100k_encoding,
     encoding_from_rank_file,
     trim_accessibility_tree,
+    trim_with_split,
 )
 from tests import strategies as s
 from tests.conftest import OBSERVATIONS
@@ -268,3 +270,48 @@ def test_fast_prefix_count_is_exact(text: str, data: st.DataObject) -> None:
     keep = data.draw(st.integers(1, len(ids)))
     prefix, count = tokens._decoded_prefix(enc, ids, keep)
     assert count == len(enc.encode_ordinary(prefix))
+
+
+@functools.cache
+def _cl100k_spelled_otherwise() -> tiktoken.Encoding:
+    """cl100k with its pattern wrapped in a group: the same tokens, but not recognised as
+    cl100k, so trimming encodes the whole text and never takes a shortcut."""
+    enc = cl100k_encoding()
+    return tiktoken.Encoding(
+        name="cl100k_spelled_otherwise",
+        pat_str="(?:" + enc._pat_str + ")",
+        mergeable_ranks=enc._mergeable_ranks,
+        special_tokens=enc._special_tokens,
+    )
+
+
+@given(st.lists(s.trim_texts, min_size=1, max_size=8).map("\n".join), st.integers(1, 60))
+def test_trimming_a_head_gives_what_trimming_the_whole_text_gives(
+    text: str, max_tokens: int
+) -> None:
+    """A long text is encoded only up to a split point past the cut (8 MB used to take 4 s
+    and 450 MB); the trimmed text is the one encoding all of it gives."""
+    fast = trim_with_split(text, max_tokens)[0]
+    assert fast == trim_with_split(text, max_tokens, encoding=_cl100k_spelled_otherwise())[0]
+
+
+def test_a_huge_table_is_trimmed_at_the_cost_of_its_head() -> None:
+    """Only the head is encoded: the tokens the trim reads never reach the end of 8 MB."""
+    row = "push-button\tOK\t\t(10, 20)\t(30, 40)\n"
+    text = row * (8_000_000 // len(row))
+    enc = cl100k_encoding()
+    calls: list[int] = []
+
+    class Counting:
+        _pat_str = enc._pat_str
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(enc, name)
+
+        def encode_ordinary(self, part: str) -> list[int]:
+            calls.append(len(part))
+            return enc.encode_ordinary(part)
+
+    trimmed, _ = trim_with_split(text, 1000, encoding=Counting())  # type: ignore[arg-type]
+    assert trimmed == reference_trim(text, 1000)
+    assert max(calls) < 100_000
