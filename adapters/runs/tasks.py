@@ -173,10 +173,18 @@ def _writer(
     max_steps: int,
     fork: Mapping[str, Any] | None = None,
 ) -> Callable[[], ResultWriter]:
-    """Opens the task's writer when called, emptying its unfinished folder then."""
+    """Opens the task's writer when called, emptying its unfinished folder then; a folder
+    whose record is continued (`fork`) only once its first model call is recorded, so an
+    episode stopped before that (a run cap another worker reached) keeps the record."""
     info = TaskInfo(instruction=task.instruction, domain=task.domain, example_id=task.example_id)
     return lambda: ResultWriter(
-        folder, config=config, task=info, max_steps=max_steps, overwrite=True, fork=fork
+        folder,
+        config=config,
+        task=info,
+        max_steps=max_steps,
+        overwrite=True,
+        fork=fork,
+        deferred=fork is not None,
     )
 
 
@@ -191,7 +199,7 @@ def _recorded_steps(folder: Path) -> int:
 @attrs.frozen
 class _Begun:
     """An unfinished task about to run: its folder, its agent, how to open its writer (which
-    empties the folder), and how many recorded steps the agent replays (0: none)."""
+    empties the folder, see `_writer`), and how many recorded steps the agent replays (0: none)."""
 
     folder: Path
     agent: Any

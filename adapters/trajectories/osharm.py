@@ -212,6 +212,11 @@ class ResultWriter:
     judge's verdict on an earlier run, is always removed. `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
+    With `deferred` (a run continuing the folder's own record), the folder is
+    emptied and the observations seen so far are saved only when the first model
+    call is recorded (or the episode ends by `budget_exceeded` or `finish`): an
+    episode that stops or fails before that (a run cap reached before its first
+    request) leaves the record as it was, for the next run to continue from.
     """
 
     def __init__(
@@ -224,6 +229,7 @@ class ResultWriter:
         overwrite: bool = False,
         clock: Callable[[], datetime] = _now,
         fork: Mapping[str, Any] | None = None,
+        deferred: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.config = config
@@ -238,9 +244,11 @@ class ResultWriter:
             ) from None
         if existing and not overwrite:
             raise TrajectoryExistsError(f"{self.directory} already holds a result folder")
-        for path in existing:
-            path.unlink()
-        _forget_judgments(self.directory)
+        #: With `deferred`, the saves (name, observation) waiting for the folder to be claimed;
+        #: `None` once it is (see `_claim`).
+        self._unsaved: list[tuple[str, Mapping[str, Any]]] | None = [] if deferred else None
+        if not deferred:
+            self._empty(existing)
         self._log: dict[str, Any] = {
             "params": {
                 "platform": config.platform,
@@ -283,6 +291,26 @@ class ResultWriter:
         #: (`arun_episode` sets it): its marks, frame and cuts are recorded with the step.
         self.request: StepRequest | None = None
 
+    def _empty(self, existing: list[Path]) -> None:
+        for path in existing:
+            path.unlink()
+        _forget_judgments(self.directory)
+
+    def _claim(self) -> None:
+        """A deferred writer's folder, emptied, with the observations it held back saved."""
+        if self._unsaved is None:
+            return
+        unsaved, self._unsaved = self._unsaved, None
+        self._empty(folder_files(self.directory))
+        for name, observation in unsaved:
+            self._save(name, observation)
+
+    def _save_or_hold(self, name: str, observation: Mapping[str, Any]) -> None:
+        if self._unsaved is None:
+            self._save(name, observation)
+        else:
+            self._unsaved.append((name, observation))
+
     def _save(self, name: str, observation: Mapping[str, Any]) -> str | None:
         """The observation's screenshot as `name` and its raw tree beside it (same stem, .xml);
         returns `name`, or `None` when the observation had no screenshot (then no step names one).
@@ -310,12 +338,13 @@ class ResultWriter:
 
     def begin(self, observation: Mapping[str, Any]) -> None:
         """Save the first observation as `step_0.png` (and `step_0.xml`)."""
-        self._save(FIRST_SCREENSHOT, observation)
+        self._save_or_hold(FIRST_SCREENSHOT, observation)
 
     def model_step(
         self, response: str, actions: Sequence[Action] | None, observation: Mapping[str, Any]
     ) -> None:
         """Add one model call to better_log.json (rewritten whole, atomically)."""
+        self._claim()
         tree = observation.get("accessibility_tree")
         known, self.linearized = self.linearized, None
         linear = None
@@ -366,6 +395,7 @@ class ResultWriter:
         info: Mapping[str, Any],
     ) -> None:
         """Record one executed action: the screenshot after it, then its traj.jsonl line."""
+        self._claim()
         stamp = self._clock().strftime(TIMESTAMP_FORMAT)
         name = self._save(f"step_{step_num}_{stamp}.png", observation)
         _append_line(
@@ -386,15 +416,19 @@ class ResultWriter:
         """The desktop moved on after step `step_num` with no action (a paced replay): its
         screenshot and tree saved as `step_{n}_{stamp}.png` / `.xml`, with no traj.jsonl line."""
         stamp = self._clock().strftime(TIMESTAMP_FORMAT)
-        self._save(f"step_{step_num}_{stamp}.png", observation)
+        self._save_or_hold(f"step_{step_num}_{stamp}.png", observation)
 
     def error(self) -> None:
-        """The line OSWorld's run.py appends when an episode fails (its text is always this)."""
+        """The line OSWorld's run.py appends when an episode fails (its text is always this);
+        nothing from a deferred writer that recorded no model call (its record is kept)."""
+        if self._unsaved is not None:
+            return
         message = f"Time limit exceeded in {self.task.domain}/{self.task.example_id}"
         _append_line(self.directory / TRAJ_FILE, {"Error": message}, "the error line")
 
     def budget_exceeded(self, error: BudgetExceeded) -> None:
         """A budget cap ended the episode: an error line saying so, and better_log's `budget_exceeded`."""
+        self._claim()
         self.ended_by = str(error)
         place = f"{self.task.domain}/{self.task.example_id}"
         _append_line(
@@ -412,6 +446,8 @@ class ResultWriter:
         that is not a finite number is an `EnvironmentFailure` and nothing is written."""
         if score is not None:
             finite_number("evaluate returned", score)
+        self._claim()
+        if score is not None:
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
         else:
             note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
@@ -524,7 +560,7 @@ def episode_flow(
     `BudgetExceeded` from the agent ends the episode like running out of
     steps: the budget line is appended (`writer.ended_by` says why) and the
     episode is evaluated; only a run cap reached before the episode's first
-    request is raised, leaving the folder unfinished. `paced` (an environment
+    request is raised, leaving the folder unfinished (a `deferred` writer's as it was). `paced` (an environment
     that moves once per model turn) asks `BeginTurn` before every model call; an answer other than
     `None` is the observation the turn sees, saved as the one after the
     previous step, and whether the observations ran out (which ends it).
