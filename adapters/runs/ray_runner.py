@@ -49,6 +49,7 @@ from adapters.errors import (
     ConfigurationError,
     EnvironmentFailure,
     RateLimitWaitError,
+    error_text,
 )
 from adapters.runs.environments import in_thread
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
@@ -492,7 +493,8 @@ def run_task_list_on_ray(
                     run_caps,
                 )
             except TypeError as exc:  # Ray could not pickle an argument
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                text = error_text(exc)  # the pickler's words, about the user's objects
+                first = text.splitlines()[0] if text else type(exc).__name__
                 raise ConfigurationError(
                     "make_agent and make_env travel to the Ray workers, so they must pickle "
                     f"(module-level functions or functools.partial of them): {first}"

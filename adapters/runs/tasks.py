@@ -34,6 +34,8 @@ from adapters.errors import (
     RevertFailure,
     TrajectoryError,
     UnwritableRecord,
+    error_line,
+    error_text,
 )
 from adapters.runs.environments import ENV_EXECUTOR
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
@@ -296,7 +298,7 @@ def _close(close: Callable[[], None]) -> str:
     try:
         close()
     except Exception as exc:
-        return f"closing its environment failed: {type(exc).__name__}: {exc}"
+        return f"closing its environment failed: {error_line(exc)}"
     return ""
 
 
@@ -305,7 +307,7 @@ async def _aclose(close: Callable[[], Awaitable[None]]) -> str:
     try:
         await close()
     except Exception as exc:
-        return f"closing its environment failed: {type(exc).__name__}: {exc}"
+        return f"closing its environment failed: {error_line(exc)}"
     return ""
 
 
@@ -479,11 +481,11 @@ def run_task_list(
                 writer = begun.open_writer()
                 score = run_episode(meter, env, observation, writer, max_steps=max_steps)
             except BudgetExceeded as exc:
-                outcome = meter.outcome(folder, "stopped", started, detail=str(exc))
+                outcome = meter.outcome(folder, "stopped", started, detail=error_text(exc))
             except _EPISODE_FAILURES as exc:
                 if _stops_run(exc):
                     raise
-                outcome = meter.outcome(folder, "failed", started, detail=str(exc))
+                outcome = meter.outcome(folder, "failed", started, detail=error_text(exc))
             else:
                 outcome = meter.outcome(folder, "finished", started, score, writer=writer)
             finally:
@@ -567,11 +569,11 @@ async def arun_task(
                 executor=executor,
             )
     except BudgetExceeded as exc:
-        outcome = meter.outcome(folder, "stopped", started, detail=str(exc))
+        outcome = meter.outcome(folder, "stopped", started, detail=error_text(exc))
     except _EPISODE_FAILURES as exc:
         if _stops_run(exc):
             raise
-        outcome = meter.outcome(folder, "failed", started, detail=str(exc))
+        outcome = meter.outcome(folder, "failed", started, detail=error_text(exc))
     except TimeoutError:
         if not limit.expired():  # the environment's own TimeoutError, not the episode's limit
             raise
