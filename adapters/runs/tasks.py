@@ -46,6 +46,7 @@ from adapters.trajectories.osharm import (
     ResultWriter,
     TaskInfo,
     arun_episode,
+    check_writable,
     load_result_folder,
     result_folder,
     run_episode,
@@ -120,8 +121,10 @@ def task_folders(
     tasks: Sequence[OsworldTask], config: AgentConfig, result_dir: str | os.PathLike[str]
 ) -> tuple[Path, ...]:
     """Each task's result folder, checked before anything runs: a `TrajectoryError` names
-    a task whose domain or id cannot name a folder, and two tasks that would share one (the
-    same id twice, or ids such as `x:1` and `x_1`, which name the same folder)."""
+    a task whose domain or id cannot name a folder, two tasks that would share one (the
+    same id twice, or ids such as `x:1` and `x_1`, which name the same folder), and an
+    unfinished folder holding a directory (or FIFO) where its writer keeps a file
+    (`check_writable`: a `result.txt/` directory)."""
     folders: list[Path] = []
     owner: dict[Path, OsworldTask] = {}
     for task in tasks:
@@ -132,6 +135,8 @@ def task_folders(
                 f"tasks {other.domain}/{other.example_id} and {task.domain}/{task.example_id} "
                 f"would share the result folder {folder}; each task needs its own"
             )
+        if folder.is_dir() and not is_finished(folder):
+            check_writable(folder)
         folders.append(folder)
     return tuple(folders)
 

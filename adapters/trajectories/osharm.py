@@ -37,6 +37,7 @@ import math
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import datetime
@@ -45,7 +46,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from adapters._files import create_file
+from adapters._files import _reason, create_file
 from adapters.errors import (
     AccessibilityTreeError,
     BudgetExceeded,
@@ -149,10 +150,26 @@ def _now() -> datetime:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     """`data` written to a new `PATH.tmp` (whatever was at that name, a link included, is
-    removed first, never followed), then renamed over `path`."""
+    removed first, never followed), then renamed over `path`; a `TrajectoryError` naming
+    the file when either cannot be done (a full disk, a directory at that name)."""
     temporary = path.with_name(path.name + ".tmp")
-    create_file(temporary, data, TrajectoryError, replace=True)
-    temporary.replace(path)
+    try:
+        create_file(temporary, data, TrajectoryError, replace=True)
+        try:
+            temporary.replace(path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise TrajectoryError(f"cannot write {path}: {_reason(exc)}") from None
+
+
+def _remove(path: Path) -> None:
+    """`path` removed when it is there; a `TrajectoryError` naming it when it cannot be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise TrajectoryError(f"cannot remove {path}: {_reason(exc)}") from None
 
 
 def _dumps(value: Any, what: str) -> str:
@@ -180,8 +197,13 @@ def _indented(text: str, prefix: str) -> str:
 
 
 def _append_line(path: Path, value: Any, what: str) -> None:
-    """One JSON line appended to `path`, whole or not at all (see `_fsync_append`)."""
-    _fsync_append(path, _json_line(value, what))
+    """One JSON line appended to `path`, whole or not at all (see `_fsync_append`); a
+    `TrajectoryError` naming the file when it cannot be (a full disk, a directory there)."""
+    line = _json_line(value, what)
+    try:
+        _fsync_append(path, line)
+    except OSError as exc:
+        raise TrajectoryError(f"cannot append to {path}: {_reason(exc)}") from None
 
 
 def _forget_judgments(directory: Path) -> None:
@@ -191,6 +213,35 @@ def _forget_judgments(directory: Path) -> None:
         judged.unlink()
     elif judged.is_dir():
         shutil.rmtree(judged)
+
+
+#: The files a writer writes whatever the run, replaced atomically through `NAME.tmp`
+#: (the screenshots and trees after step 0 carry a timestamp), and the one it appends to.
+_REPLACED: Final = (BETTER_LOG, RESULT_FILE, UNSCORED_FILE, FIRST_SCREENSHOT, "step_0.xml")
+_APPENDED: Final = (TRAJ_FILE,)
+
+
+def check_writable(directory: Path) -> None:
+    """A `TrajectoryError` naming `directory` and the entry when something other than a file
+    or a symbolic link (a directory, a FIFO) sits at a name a `ResultWriter` writes there:
+    it could neither write over it nor, with `overwrite`, remove it (it removes files only)."""
+    names = (*_REPLACED, *(f"{name}.tmp" for name in _REPLACED), *_APPENDED)
+    for name in names:
+        try:
+            mode = os.lstat(directory / name).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise TrajectoryError(
+                f"cannot look at {name} in the result folder {directory}: {_reason(exc)}"
+            ) from None
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            continue
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise TrajectoryError(
+            f"the result folder {directory} holds {name}, {kind}, where its writer keeps a "
+            "file; move it away"
+        )
 
 
 def folder_files(directory: Path) -> list[Path]:
@@ -208,7 +259,8 @@ class ResultWriter:
     `error()` when the episode failed). A folder that already holds files (or
     symbolic links) raises `TrajectoryExistsError` unless `overwrite=True`, which
     empties it first (as OSWorld does with unfinished folders; a link is removed,
-    its target left alone); a `judgment/` there, the
+    its target left alone); a directory or FIFO at a name it writes (`result.txt/`) is
+    a `TrajectoryError` at once, before anything is removed; a `judgment/` there, the
     judge's verdict on an earlier run, is always removed. `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
@@ -244,6 +296,7 @@ class ResultWriter:
             ) from None
         if existing and not overwrite:
             raise TrajectoryExistsError(f"{self.directory} already holds a result folder")
+        check_writable(self.directory)  # before anything is removed, or a model called
         #: With `deferred`, the saves (name, observation) waiting for the folder to be claimed;
         #: `None` once it is (see `_claim`).
         self._unsaved: list[tuple[str, Mapping[str, Any]]] | None = [] if deferred else None
@@ -292,9 +345,14 @@ class ResultWriter:
         self.request: StepRequest | None = None
 
     def _empty(self, existing: list[Path]) -> None:
-        for path in existing:
-            path.unlink()
-        _forget_judgments(self.directory)
+        try:
+            for path in existing:
+                path.unlink()
+            _forget_judgments(self.directory)
+        except OSError as exc:
+            raise TrajectoryError(
+                f"cannot empty the result folder {self.directory}: {_reason(exc)}"
+            ) from None
 
     def _claim(self) -> None:
         """A deferred writer's folder, emptied, with the observations it held back saved."""
@@ -325,7 +383,7 @@ class ResultWriter:
             _write_atomically(png, bytes(screenshot))
             saved = name
         else:
-            png.unlink(missing_ok=True)
+            _remove(png)
         self.last_screenshot = saved
         tree = observation.get("accessibility_tree")
         if isinstance(tree, str):
@@ -333,7 +391,7 @@ class ResultWriter:
         if isinstance(tree, bytes | bytearray):
             _write_atomically(xml, bytes(tree))
         else:
-            xml.unlink(missing_ok=True)
+            _remove(xml)
         return saved
 
     def begin(self, observation: Mapping[str, Any]) -> None:

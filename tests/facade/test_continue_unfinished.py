@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from adapters.accounting import Budget, UsageTotals, load_prices
 from adapters.agent import PromptAgent
 from adapters.contract import ModelResponse, Usage
-from adapters.errors import BudgetExceeded, TaskSetupError
+from adapters.errors import BudgetExceeded, TaskSetupError, TrajectoryError
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
@@ -226,6 +227,47 @@ def test_a_continuation_stopped_by_the_run_cap_before_its_first_request_keeps_th
     assert [o.status for o in result] == ["finished"]
     assert len(client.requests) == 1  # the two recorded steps were continued from
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_directory_where_the_writer_keeps_a_file_is_refused_before_anything_runs(
+    tmp_path: Path, mode: str
+) -> None:
+    """Named, before any model call or environment, and the record is left as it was (it used
+    to be deleted, then the run stopped on a raw IsADirectoryError)."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    (folder / "step_0.png").unlink()
+    (folder / "step_0.png").mkdir()
+    before = sorted(p.name for p in folder.iterdir())
+    built: list[str] = []
+
+    def make_env(task: OsworldTask) -> Any:
+        built.append("env")
+        return ReplayEnv(desktop) if mode == "sync" else in_thread(ReplayEnv(desktop))
+
+    common: dict[str, Any] = {
+        "config": CONFIG,
+        "result_dir": results,
+        "make_agent": lambda t: built.append("agent"),
+        "make_env": make_env,
+        "max_steps": 5,
+        "continue_unfinished": True,
+    }
+    message = f"the result folder {folder} holds step_0.png, a directory, where its writer keeps"
+
+    def run() -> Any:
+        if mode == "sync":
+            return run_task_list([TASK], **common)
+        return asyncio.run(arun_task_list([TASK], workers=1, **common))
+
+    with pytest.raises(TrajectoryError, match=re.escape(message)):
+        run()
+    assert built == []
+    assert sorted(p.name for p in folder.iterdir()) == before
 
 
 def test_a_deferred_writer_keeps_the_folder_until_its_first_model_call(tmp_path: Path) -> None:
