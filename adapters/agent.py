@@ -170,6 +170,7 @@ class PromptAgent:
         self._linearized: LinearizedTree | None = None
         self._last_request: StepRequest | None = None
         self._last_reply_frame: CoordinateFrame | None = None
+        self._last_prepaid = False
         self._stepping = threading.Lock()  # held from a step's start to its end
         self.logger = logging.getLogger(DEFAULT_LOGGER)
 
@@ -247,6 +248,13 @@ class PromptAgent:
         return self._last_reply_frame
 
     @property
+    def last_prepaid(self) -> bool:
+        """Whether the last step's reply was replayed from a recording (a fork's or a continued
+        task's prefix: `ModelResponse.prepaid`), so this run has not yet called a live model if
+        every step so far was. The episode runner reads it."""
+        return self._last_prepaid
+
+    @property
     def system_message(self) -> str:
         """The system prompt for this configuration, without the task sentence (as the reference)."""
         return system_prompt(self.config)
@@ -297,6 +305,7 @@ class PromptAgent:
             self._linearized = None
             self._last_request = None
             self._last_reply_frame = None
+            self._last_prepaid = False
             self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
         finally:
             self._stepping.release()
@@ -426,6 +435,7 @@ class PromptAgent:
         self._linearized = pending.step.linearized
         self._last_request = pending.step
         self._last_reply_frame = reply_frame
+        self._last_prepaid = response.prepaid is True
         self.logger.info("RESPONSE: %s", response.text)
         if response.refusal is not None or not response.text:
             self.logger.warning(

@@ -283,6 +283,46 @@ class AgentBusyError(UsageError):
     """
 
 
+def error_text(exc: BaseException) -> str:
+    """`str(exc)`, never raising: an exception caught from an environment or other user code
+    may have a `__str__` that raises (or returns no string); it is then named by its type.
+
+    >>> class Odd(Exception):
+    ...     def __str__(self): raise RuntimeError
+    >>> error_text(ValueError("bad")), error_text(Odd())
+    ('bad', '<unprintable Odd>')
+    """
+    text = _text(exc)
+    return f"<unprintable {_type_name(exc)}>" if text is None else text
+
+
+def error_line(exc: BaseException) -> str:
+    """`TypeName: message` for an exception caught from user code (see `error_text`).
+
+    >>> class Odd(Exception):
+    ...     def __str__(self): raise RuntimeError
+    >>> error_line(KeyError("k")), error_line(Odd())
+    ("KeyError: 'k'", 'Odd: <unprintable>')
+    """
+    text = _text(exc)
+    return f"{_type_name(exc)}: {'<unprintable>' if text is None else text}"
+
+
+def _text(exc: BaseException) -> str | None:
+    try:
+        return str.__str__(str(exc))  # a plain str, even from a str subclass
+    except Exception:
+        return None
+
+
+def _type_name(exc: BaseException) -> str:
+    try:
+        name = type(exc).__name__
+    except Exception:
+        return "exception"
+    return name if type(name) is str else "exception"
+
+
 __all__ = [
     "AccessibilityTreeError",
     "ActionParseError",
@@ -320,4 +360,6 @@ __all__ = [
     "UnsupportedComputerAction",
     "UnwritableRecord",
     "UsageError",
+    "error_line",
+    "error_text",
 ]

@@ -67,6 +67,7 @@ from adapters.trajectories.jsonl import (
 from adapters.trajectories.osharm import (
     ResultWriter,
     TaskInfo,
+    check_writable,
     folder_files,
     result_folder,
     run_episode,
@@ -430,6 +431,8 @@ def _check_tasks(
             if args.format == "osharm":
                 target = result_folder(args.out, config, *task_place(task))
                 written = target.is_dir() and bool(folder_files(target))
+                if target.is_dir():
+                    check_writable(target)
                 held = "holds a result folder"
             else:
                 target = Path(args.out) / task.name if several else Path(args.out)

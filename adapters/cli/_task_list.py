@@ -36,7 +36,7 @@ from adapters.runs.environments import (
     OSWorldServerEnv,
     in_thread,
 )
-from adapters.runs.progress import Progress, RunResult
+from adapters.runs.progress import Progress, RunResult, task_name
 from adapters.runs.tasks import OsworldTask, TaskOutcome, arun_task_list, load_task_list
 from adapters.runs.vm_revert import RevertCommand
 from adapters.runs.vm_setup import DEFAULT_CLIENT_PASSWORD
@@ -350,10 +350,7 @@ def run_task_list_command(
         score = "" if outcome.score is None else f", score {outcome.score}"
         detail = f": {_one_line(outcome.detail)}" if outcome.detail else ""
         usage = "" if outcome.usage is None else usage_summary(outcome.usage)
-        out.write(
-            f"[{outcome.task.domain}/{outcome.task.example_id}] {outcome.status}{score}{detail}"
-            f"{usage}\n"
-        )
+        out.write(f"[{task_name(outcome.task)}] {outcome.status}{score}{detail}{usage}\n")
 
     err = sys.stderr
     shown = args.progress or err.isatty()

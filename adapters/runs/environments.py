@@ -32,7 +32,7 @@ from adapters._files import new_file
 from adapters._strict_json import NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
-from adapters.errors import EnvironmentFailure, RevertFailure
+from adapters.errors import EnvironmentFailure, RevertFailure, error_line, error_text
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.vm_http import (
     COMMAND_SECONDS,
@@ -141,7 +141,7 @@ def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> 
     except OsharmError:
         raise
     except Exception as exc:
-        raise EnvironmentFailure(f"{what}: {type(exc).__name__}: {exc}") from exc
+        raise EnvironmentFailure(f"{what}: {error_line(exc)}") from exc
 
 
 class DesktopEnvAdapter:
@@ -204,7 +204,9 @@ class DesktopEnvAdapter:
         try:  # it goes in the step's traj.jsonl line, which is strict JSON
             json.dumps(info, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
-            raise EnvironmentFailure(f"step: info cannot be written as JSON: {exc}") from None
+            raise EnvironmentFailure(
+                f"step: info cannot be written as JSON: {error_text(exc)}"
+            ) from None
         return _observation(obs, "step"), reward, bool(done), info
 
     def evaluate(self) -> float | None:
@@ -646,16 +648,16 @@ class OSWorldServerEnv:
         except RevertFailure:
             raise
         except EnvironmentFailure as exc:
-            raise RevertFailure(str(exc)) from None
+            raise RevertFailure(error_text(exc)) from None
         except Exception as exc:
-            raise RevertFailure(f"revert {self.revert!r}: {type(exc).__name__}: {exc}") from exc
+            raise RevertFailure(f"revert {self.revert!r}: {error_line(exc)}") from exc
         self._recording_started = False  # a recording under way did not survive the snapshot
         try:
             self.wait_until_ready()
         except RevertFailure:
             raise
         except EnvironmentFailure as exc:
-            raise RevertFailure(str(exc)) from None
+            raise RevertFailure(error_text(exc)) from None
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
         """Revert the VM (with `revert` set), perform the task's setup steps (see the class
@@ -680,7 +682,7 @@ class OSWorldServerEnv:
             task_id = task.get("id")
             if not isinstance(task_id, str):
                 raise
-            raise type(exc)(f"task {task_id[:80]!r}: {exc}") from None
+            raise type(exc)(f"task {task_id[:80]!r}: {error_text(exc)}") from None
         if ran and self.settle:
             self._sleep(self.settle)
         observation = self.observe()

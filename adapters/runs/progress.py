@@ -11,9 +11,10 @@ API returns what the CLI prints (`RunSummary.table()`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol, TextIO, overload
+from typing import TYPE_CHECKING, Final, Protocol, TextIO, overload
 
 import attrs
 
@@ -159,6 +160,26 @@ def _name(task: OsworldTask) -> str:
     return f"{task.domain}/{task.example_id}"
 
 
+#: C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: what a
+#: terminal acts on (escape sequences, bells) or a reader of the output takes for a new line.
+_CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    r"""`text` with each control character written as its Python escape, so a name from a
+    task list can neither forge an output line nor send a terminal an escape sequence.
+
+    >>> print(printable("os/evil\n[os/x] finished\x1b]0;title\x07\u2028"))
+    os/evil\n[os/x] finished\x1b]0;title\x07\u2028
+    """
+    return _CONTROLS.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), text)
+
+
+def task_name(task: OsworldTask) -> str:
+    """`domain/example_id` as output lines show a task (see `printable`)."""
+    return printable(_name(task))
+
+
 class Progress:
     """A `RunListener` writing a progress line and per-step lines to `stream` (an edge object).
 
@@ -211,7 +232,7 @@ class Progress:
 
     def stepped(self, task: OsworldTask, step: int, max_steps: int) -> None:
         """One line for the step, above the progress line."""
-        self._write(f"[{_name(task)}] step {step}/{max_steps}")
+        self._write(f"[{task_name(task)}] step {step}/{max_steps}")
 
     def ended(self, outcome: TaskOutcome) -> None:
         """Count the episode's end and redraw."""
@@ -239,4 +260,6 @@ __all__ = [
     "RunListener",
     "RunResult",
     "RunSummary",
+    "printable",
+    "task_name",
 ]

@@ -31,15 +31,14 @@ when these functions run; importing `adapters` never imports it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
-import queue
 import re
 import socket
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 from adapters.accounting.budget import Budget, Reservation
@@ -50,6 +49,7 @@ from adapters.errors import (
     ConfigurationError,
     EnvironmentFailure,
     RateLimitWaitError,
+    error_text,
 )
 from adapters.runs.environments import in_thread
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
@@ -73,6 +73,10 @@ DEFAULT_START_TIMEOUT: Final = 300.0
 
 #: How long the driver tries to reach a named cluster before saying nothing answers there.
 CONNECT_TIMEOUT: Final = 10.0
+
+#: How long a run that stops (an episode's error, Ctrl-C) waits for the episodes under way,
+#: cancelled, to close their environments before it kills their actors.
+STOP_TIMEOUT: Final = 120.0
 
 
 def _check_reachable(address: str | None) -> None:
@@ -276,28 +280,36 @@ class EpisodeActor:
         """True once the actor runs (the driver hands it tasks only then)."""
         return True
 
-    def run(self, task: OsworldTask) -> TaskOutcome:
-        """One task (skipped when its folder is finished), as `arun_task` runs it."""
-        return asyncio.run(self._episode(task, None))
+    async def run(self, task: OsworldTask) -> TaskOutcome:
+        """One task (skipped when its folder is finished), as `arun_task` runs it.
 
-    def stream(self, task: OsworldTask) -> Iterator[tuple[int, int] | TaskOutcome]:
+        An async actor method: `ray.cancel` of the call cancels the episode on the actor's
+        event loop, so it ends as `arun_task_list`'s cancelled episodes do (its environment
+        closed once the call under way returns).
+        """
+        return await self._episode(task, None)
+
+    async def stream(self, task: OsworldTask) -> AsyncIterator[tuple[int, int] | TaskOutcome]:
         """`run`, yielding (step, max_steps) as each model step comes back, then the outcome.
 
         Called as a Ray streaming generator, so the driver's listener hears the
-        steps while the episode runs (on its own event loop, in a thread).
+        steps while the episode runs; `ray.cancel` of it cancels the episode as for `run`.
         """
-        steps: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
-        with ThreadPoolExecutor(1, thread_name_prefix="osharm-episode") as pool:
-            episode = pool.submit(asyncio.run, self._episode(task, _Steps(steps)))
-            episode.add_done_callback(lambda _: steps.put(None))
-            while (step := steps.get()) is not None:
+        steps: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+        episode = asyncio.ensure_future(self._episode(task, _Steps(steps.put_nowait)))
+        episode.add_done_callback(lambda _: steps.put_nowait(None))
+        try:
+            while (step := await steps.get()) is not None:
                 yield step
             yield episode.result()
+        finally:
+            if not episode.done():  # the call was cancelled: so is its episode, waited for
+                episode.cancel()
+                await asyncio.wait([episode])
 
     def _episode(
         self, task: OsworldTask, listener: RunListener | None
     ) -> Coroutine[Any, Any, TaskOutcome]:
-        # Not `async def`: Ray would make this an async actor, whose loop `asyncio.run` refuses.
         episode = arun_task(
             task,
             config=self.config,
@@ -335,12 +347,12 @@ class _Steps(Quiet):
     """A `RunListener` in an actor that passes each model step on to `sink`
     (the driver tells starts and ends itself)."""
 
-    def __init__(self, sink: queue.SimpleQueue[tuple[int, int] | None]) -> None:
+    def __init__(self, sink: Callable[[tuple[int, int]], None]) -> None:
         self.sink = sink
 
     def stepped(self, task: OsworldTask, step: int, max_steps: int) -> None:
         """Pass the step on."""
-        self.sink.put((step, max_steps))
+        self.sink((step, max_steps))
 
 
 def _positive(name: str, value: object) -> int:
@@ -393,7 +405,9 @@ def run_task_list_on_ray(
     raised anything but what ends an episode as failed there (a model failure, a failed
     setup, an `EnvironmentFailure` other than a VM that gives no answer or could not be
     reverted, a timeout) stops the run with that error (as `arun_task_list` does),
-    leaving the task to be redone. A task
+    leaving the task to be redone; the episodes under way on the other actors (as on
+    Ctrl-C) are cancelled, so each closes its environment as in `arun_task_list`, and
+    waited for (at most `STOP_TIMEOUT` seconds) before the actors are killed. A task
     whose actor died (its process ended: the OOM killer, a lost node) is
     `failed` with Ray's reason, its folder left unfinished for the next run;
     that actor is dropped and the others take the remaining tasks; when no
@@ -479,7 +493,8 @@ def run_task_list_on_ray(
                     run_caps,
                 )
             except TypeError as exc:  # Ray could not pickle an argument
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                text = error_text(exc)  # the pickler's words, about the user's objects
+                first = text.splitlines()[0] if text else type(exc).__name__
                 raise ConfigurationError(
                     "make_agent and make_env travel to the Ray workers, so they must pickle "
                     f"(module-level functions or functools.partial of them): {first}"
@@ -631,10 +646,70 @@ def _drive(
     With `steps`, each episode is a streaming generator (`EpisodeActor.stream`)
     whose step numbers go to `hears` as they come; else one call (`run`).
     """
+    running: dict[Any, _Running] = {}
+    try:
+        _hand_out(
+            ray,
+            tasks,
+            pending,
+            workers,
+            running,
+            outcomes,
+            hears,
+            report,
+            stop,
+            start_timeout,
+            share,
+            steps,
+        )
+    except BaseException:
+        # An episode raised, or the run was interrupted: the others are cancelled and waited
+        # for, so each closes its environment (a VM stopped, a recording saved) before the
+        # actors are killed, as `arun_task_list` stops its episodes.
+        _stop_running(ray, list(running), steps)
+        raise
+
+
+def _stop_running(ray: Any, calls: list[Any], steps: bool, timeout: float = STOP_TIMEOUT) -> None:
+    """Cancel the episodes under way (`ray.cancel`: each ends as a cancelled `arun_task`,
+    closing its environment) and wait at most `timeout` seconds for them to end."""
+    for call in calls:
+        with contextlib.suppress(Exception):  # one that has ended already
+            ray.cancel(call)
+    deadline = time.monotonic() + timeout
+    while calls:
+        ready, calls = ray.wait(calls, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return
+        if steps:  # a streamed episode has ended once its items are all taken
+            for call in ready:
+                try:
+                    item = next(call)
+                except StopIteration:
+                    continue
+                with contextlib.suppress(Exception):  # its cancellation, or its own error
+                    ray.get(item)
+                calls.append(call)
+
+
+def _hand_out(
+    ray: Any,
+    tasks: Sequence[OsworldTask],
+    pending: list[int],
+    workers: list[Any],
+    running: dict[Any, _Running],
+    outcomes: dict[int, TaskOutcome],
+    hears: RunListener,
+    report: Callable[[TaskOutcome], None],
+    stop: _Stop,
+    start_timeout: float,
+    share: float,
+    steps: bool,
+) -> None:
+    """`_drive`'s loop; `running` holds the calls under way (left there when it raises)."""
     waiting = list(reversed(pending))
     starting = {actor.ready.remote(): actor for actor in workers}
     idle: list[Any] = []
-    running: dict[Any, _Running] = {}
     deaths: list[str] = []
     waiting_since = time.monotonic()
     while waiting or running:

@@ -34,6 +34,8 @@ from adapters.errors import (
     RevertFailure,
     TrajectoryError,
     UnwritableRecord,
+    error_line,
+    error_text,
 )
 from adapters.runs.environments import ENV_EXECUTOR
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
@@ -44,6 +46,7 @@ from adapters.trajectories.osharm import (
     ResultWriter,
     TaskInfo,
     arun_episode,
+    check_writable,
     load_result_folder,
     result_folder,
     run_episode,
@@ -118,8 +121,10 @@ def task_folders(
     tasks: Sequence[OsworldTask], config: AgentConfig, result_dir: str | os.PathLike[str]
 ) -> tuple[Path, ...]:
     """Each task's result folder, checked before anything runs: a `TrajectoryError` names
-    a task whose domain or id cannot name a folder, and two tasks that would share one (the
-    same id twice, or ids such as `x:1` and `x_1`, which name the same folder)."""
+    a task whose domain or id cannot name a folder, two tasks that would share one (the
+    same id twice, or ids such as `x:1` and `x_1`, which name the same folder), and an
+    unfinished folder holding a directory (or FIFO) where its writer keeps a file
+    (`check_writable`: a `result.txt/` directory)."""
     folders: list[Path] = []
     owner: dict[Path, OsworldTask] = {}
     for task in tasks:
@@ -130,6 +135,8 @@ def task_folders(
                 f"tasks {other.domain}/{other.example_id} and {task.domain}/{task.example_id} "
                 f"would share the result folder {folder}; each task needs its own"
             )
+        if folder.is_dir() and not is_finished(folder):
+            check_writable(folder)
         folders.append(folder)
     return tuple(folders)
 
@@ -173,10 +180,18 @@ def _writer(
     max_steps: int,
     fork: Mapping[str, Any] | None = None,
 ) -> Callable[[], ResultWriter]:
-    """Opens the task's writer when called, emptying its unfinished folder then."""
+    """Opens the task's writer when called, emptying its unfinished folder then; a folder
+    whose record is continued (`fork`) only once its first model call is recorded, so an
+    episode stopped before that (a run cap another worker reached) keeps the record."""
     info = TaskInfo(instruction=task.instruction, domain=task.domain, example_id=task.example_id)
     return lambda: ResultWriter(
-        folder, config=config, task=info, max_steps=max_steps, overwrite=True, fork=fork
+        folder,
+        config=config,
+        task=info,
+        max_steps=max_steps,
+        overwrite=True,
+        fork=fork,
+        deferred=fork is not None,
     )
 
 
@@ -191,7 +206,7 @@ def _recorded_steps(folder: Path) -> int:
 @attrs.frozen
 class _Begun:
     """An unfinished task about to run: its folder, its agent, how to open its writer (which
-    empties the folder), and how many recorded steps the agent replays (0: none)."""
+    empties the folder, see `_writer`), and how many recorded steps the agent replays (0: none)."""
 
     folder: Path
     agent: Any
@@ -288,7 +303,7 @@ def _close(close: Callable[[], None]) -> str:
     try:
         close()
     except Exception as exc:
-        return f"closing its environment failed: {type(exc).__name__}: {exc}"
+        return f"closing its environment failed: {error_line(exc)}"
     return ""
 
 
@@ -297,7 +312,7 @@ async def _aclose(close: Callable[[], Awaitable[None]]) -> str:
     try:
         await close()
     except Exception as exc:
-        return f"closing its environment failed: {type(exc).__name__}: {exc}"
+        return f"closing its environment failed: {error_line(exc)}"
     return ""
 
 
@@ -374,6 +389,11 @@ class _Meter:
     def last_reply_frame(self) -> Any:
         """The frame the agent read its last reply in, for the result writer (see `PromptAgent`)."""
         return getattr(self.agent, "last_reply_frame", None)
+
+    @property
+    def last_prepaid(self) -> Any:
+        """Whether the agent's last reply was replayed from a recording (see `PromptAgent`)."""
+        return getattr(self.agent, "last_prepaid", False)
 
     def outcome(
         self,
@@ -476,11 +496,11 @@ def run_task_list(
                 writer = begun.open_writer()
                 score = run_episode(meter, env, observation, writer, max_steps=max_steps)
             except BudgetExceeded as exc:
-                outcome = meter.outcome(folder, "stopped", started, detail=str(exc))
+                outcome = meter.outcome(folder, "stopped", started, detail=error_text(exc))
             except _EPISODE_FAILURES as exc:
                 if _stops_run(exc):
                     raise
-                outcome = meter.outcome(folder, "failed", started, detail=str(exc))
+                outcome = meter.outcome(folder, "failed", started, detail=error_text(exc))
             else:
                 outcome = meter.outcome(folder, "finished", started, score, writer=writer)
             finally:
@@ -564,11 +584,11 @@ async def arun_task(
                 executor=executor,
             )
     except BudgetExceeded as exc:
-        outcome = meter.outcome(folder, "stopped", started, detail=str(exc))
+        outcome = meter.outcome(folder, "stopped", started, detail=error_text(exc))
     except _EPISODE_FAILURES as exc:
         if _stops_run(exc):
             raise
-        outcome = meter.outcome(folder, "failed", started, detail=str(exc))
+        outcome = meter.outcome(folder, "failed", started, detail=error_text(exc))
     except TimeoutError:
         if not limit.expired():  # the environment's own TimeoutError, not the episode's limit
             raise

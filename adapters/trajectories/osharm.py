@@ -37,6 +37,7 @@ import math
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import datetime
@@ -45,7 +46,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from adapters._files import create_file
+from adapters._files import _reason, create_file
 from adapters.errors import (
     AccessibilityTreeError,
     BudgetExceeded,
@@ -152,10 +153,26 @@ def _now() -> datetime:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     """`data` written to a new `PATH.tmp` (whatever was at that name, a link included, is
-    removed first, never followed), then renamed over `path`."""
+    removed first, never followed), then renamed over `path`; a `TrajectoryError` naming
+    the file when either cannot be done (a full disk, a directory at that name)."""
     temporary = path.with_name(path.name + ".tmp")
-    create_file(temporary, data, TrajectoryError, replace=True)
-    temporary.replace(path)
+    try:
+        create_file(temporary, data, TrajectoryError, replace=True)
+        try:
+            temporary.replace(path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise TrajectoryError(f"cannot write {path}: {_reason(exc)}") from None
+
+
+def _remove(path: Path) -> None:
+    """`path` removed when it is there; a `TrajectoryError` naming it when it cannot be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise TrajectoryError(f"cannot remove {path}: {_reason(exc)}") from None
 
 
 def _dumps(value: Any, what: str) -> str:
@@ -183,8 +200,13 @@ def _indented(text: str, prefix: str) -> str:
 
 
 def _append_line(path: Path, value: Any, what: str) -> None:
-    """One JSON line appended to `path`, whole or not at all (see `_fsync_append`)."""
-    _fsync_append(path, _json_line(value, what))
+    """One JSON line appended to `path`, whole or not at all (see `_fsync_append`); a
+    `TrajectoryError` naming the file when it cannot be (a full disk, a directory there)."""
+    line = _json_line(value, what)
+    try:
+        _fsync_append(path, line)
+    except OSError as exc:
+        raise TrajectoryError(f"cannot append to {path}: {_reason(exc)}") from None
 
 
 def _forget_judgments(directory: Path) -> None:
@@ -196,6 +218,35 @@ def _forget_judgments(directory: Path) -> None:
             judged.unlink()
         elif judged.is_dir():
             shutil.rmtree(judged)
+
+
+#: The files a writer writes whatever the run, replaced atomically through `NAME.tmp`
+#: (the screenshots and trees after step 0 carry a timestamp), and the one it appends to.
+_REPLACED: Final = (BETTER_LOG, RESULT_FILE, UNSCORED_FILE, FIRST_SCREENSHOT, "step_0.xml")
+_APPENDED: Final = (TRAJ_FILE,)
+
+
+def check_writable(directory: Path) -> None:
+    """A `TrajectoryError` naming `directory` and the entry when something other than a file
+    or a symbolic link (a directory, a FIFO) sits at a name a `ResultWriter` writes there:
+    it could neither write over it nor, with `overwrite`, remove it (it removes files only)."""
+    names = (*_REPLACED, *(f"{name}.tmp" for name in _REPLACED), *_APPENDED)
+    for name in names:
+        try:
+            mode = os.lstat(directory / name).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise TrajectoryError(
+                f"cannot look at {name} in the result folder {directory}: {_reason(exc)}"
+            ) from None
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            continue
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise TrajectoryError(
+            f"the result folder {directory} holds {name}, {kind}, where its writer keeps a "
+            "file; move it away"
+        )
 
 
 def folder_files(directory: Path) -> list[Path]:
@@ -213,10 +264,17 @@ class ResultWriter:
     `error()` when the episode failed). A folder that already holds files (or
     symbolic links) raises `TrajectoryExistsError` unless `overwrite=True`, which
     empties it first (as OSWorld does with unfinished folders; a link is removed,
-    its target left alone); a `judgment/` or `captions/` there, the
-    judge's verdict on (and its captions of) an earlier run, is always removed. `clock` gives the local
+    its target left alone); a directory or FIFO at a name it writes (`result.txt/`) is
+    a `TrajectoryError` at once, before anything is removed; a `judgment/` or `captions/`
+    there, the judge's verdict on (and its captions of) an earlier run, is always removed.
+    `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
+    With `deferred` (a run continuing the folder's own record), the folder is
+    emptied and the observations seen so far are saved only when the first model
+    call is recorded (or the episode ends by `budget_exceeded` or `finish`): an
+    episode that stops or fails before that (a run cap reached before its first
+    request) leaves the record as it was, for the next run to continue from.
     """
 
     def __init__(
@@ -229,6 +287,7 @@ class ResultWriter:
         overwrite: bool = False,
         clock: Callable[[], datetime] = _now,
         fork: Mapping[str, Any] | None = None,
+        deferred: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.config = config
@@ -243,9 +302,12 @@ class ResultWriter:
             ) from None
         if existing and not overwrite:
             raise TrajectoryExistsError(f"{self.directory} already holds a result folder")
-        for path in existing:
-            path.unlink()
-        _forget_judgments(self.directory)
+        check_writable(self.directory)  # before anything is removed, or a model called
+        #: With `deferred`, the saves (name, observation) waiting for the folder to be claimed;
+        #: `None` once it is (see `_claim`).
+        self._unsaved: list[tuple[str, Mapping[str, Any]]] | None = [] if deferred else None
+        if not deferred:
+            self._empty(existing)
         self._log: dict[str, Any] = {
             "params": {
                 "platform": config.platform,
@@ -290,6 +352,34 @@ class ResultWriter:
         #: The frame the agent read that step's reply in when it was not the request's (a
         #: replayed reply recorded under other scaling; `arun_episode` sets it).
         self.reply_frame: CoordinateFrame | None = None
+        #: Whether the reply `model_step` records next was replayed from a recording (prepaid;
+        #: `arun_episode` sets it): until a reply that was not, the episode called no model.
+        self.prepaid = False
+
+    def _empty(self, existing: list[Path]) -> None:
+        try:
+            for path in existing:
+                path.unlink()
+            _forget_judgments(self.directory)
+        except OSError as exc:
+            raise TrajectoryError(
+                f"cannot empty the result folder {self.directory}: {_reason(exc)}"
+            ) from None
+
+    def _claim(self) -> None:
+        """A deferred writer's folder, emptied, with the observations it held back saved."""
+        if self._unsaved is None:
+            return
+        unsaved, self._unsaved = self._unsaved, None
+        self._empty(folder_files(self.directory))
+        for name, observation in unsaved:
+            self._save(name, observation)
+
+    def _save_or_hold(self, name: str, observation: Mapping[str, Any]) -> None:
+        if self._unsaved is None:
+            self._save(name, observation)
+        else:
+            self._unsaved.append((name, observation))
 
     def _save(self, name: str, observation: Mapping[str, Any]) -> str | None:
         """The observation's screenshot as `name` and its raw tree beside it (same stem, .xml);
@@ -305,7 +395,7 @@ class ResultWriter:
             _write_atomically(png, bytes(screenshot))
             saved = name
         else:
-            png.unlink(missing_ok=True)
+            _remove(png)
         self.last_screenshot = saved
         tree = observation.get("accessibility_tree")
         if isinstance(tree, str):
@@ -313,17 +403,18 @@ class ResultWriter:
         if isinstance(tree, bytes | bytearray):
             _write_atomically(xml, bytes(tree))
         else:
-            xml.unlink(missing_ok=True)
+            _remove(xml)
         return saved
 
     def begin(self, observation: Mapping[str, Any]) -> None:
         """Save the first observation as `step_0.png` (and `step_0.xml`)."""
-        self._save(FIRST_SCREENSHOT, observation)
+        self._save_or_hold(FIRST_SCREENSHOT, observation)
 
     def model_step(
         self, response: str, actions: Sequence[Action] | None, observation: Mapping[str, Any]
     ) -> None:
         """Add one model call to better_log.json (rewritten whole, atomically)."""
+        self._claim()
         tree = observation.get("accessibility_tree")
         known, self.linearized = self.linearized, None
         linear = None
@@ -384,6 +475,7 @@ class ResultWriter:
         """Record one executed action: the screenshot after it, then its traj.jsonl line.
         `stamp` is when the action began (`stamp()` before executing it, as the reference's
         `action_timestamp` is taken); by default, now."""
+        self._claim()
         stamp = self.stamp() if stamp is None else stamp
         name = self._save(f"step_{step_num}_{stamp}.png", observation)
         _append_line(
@@ -403,15 +495,19 @@ class ResultWriter:
     def observed(self, step_num: int, observation: Mapping[str, Any]) -> None:
         """The desktop moved on after step `step_num` with no action (a paced replay): its
         screenshot and tree saved as `step_{n}_{stamp}.png` / `.xml`, with no traj.jsonl line."""
-        self._save(f"step_{step_num}_{self.stamp()}.png", observation)
+        self._save_or_hold(f"step_{step_num}_{self.stamp()}.png", observation)
 
     def error(self) -> None:
-        """The line OSWorld's run.py appends when an episode fails (its text is always this)."""
+        """The line OSWorld's run.py appends when an episode fails (its text is always this);
+        nothing from a deferred writer that recorded no model call (its record is kept)."""
+        if self._unsaved is not None:
+            return
         message = f"Time limit exceeded in {self.task.domain}/{self.task.example_id}"
         _append_line(self.directory / TRAJ_FILE, {"Error": message}, "the error line")
 
     def budget_exceeded(self, error: BudgetExceeded) -> None:
         """A budget cap ended the episode: an error line saying so, and better_log's `budget_exceeded`."""
+        self._claim()
         self.ended_by = str(error)
         place = f"{self.task.domain}/{self.task.example_id}"
         _append_line(
@@ -429,6 +525,8 @@ class ResultWriter:
         that is not a finite number is an `EnvironmentFailure` and nothing is written."""
         if score is not None:
             finite_number("evaluate returned", score)
+        self._claim()
+        if score is not None:
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
         else:
             note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
@@ -542,13 +640,16 @@ def episode_flow(
     `BudgetExceeded` from the agent ends the episode like running out of
     steps: the budget line is appended (`writer.ended_by` says why) and the
     episode is evaluated; only a run cap reached before the episode's first
-    request is raised, leaving the folder unfinished. `paced` (an environment
+    request to a live model (its earlier steps, if any, replayed from its own record:
+    `writer.prepaid`) is raised, leaving the folder unfinished (a `deferred` writer's as
+    it was, when nothing was replayed). `paced` (an environment
     that moves once per model turn) asks `BeginTurn` before every model call; an answer other than
     `None` is the observation the turn sees, saved as the one after the
     previous step, and whether the observations ran out (which ends it).
     """
     writer.begin(observation)
     obs: Mapping[str, Any] = observation
+    called = False  # whether a live model has answered in this episode
     try:
         done = False
         for step_idx in range(max_steps):
@@ -562,10 +663,13 @@ def episode_flow(
             try:
                 response, actions = yield Predict(writer.task.instruction, obs)
             except BudgetExceeded as exc:
-                if exc.scope == "run" and step_idx == 0:
-                    raise  # the run's budget went before this episode sent anything
+                if exc.scope == "run" and not called:
+                    # The run's budget went before this episode called a model (its steps so
+                    # far, if any, were replayed from its own record): it did not begin.
+                    raise
                 writer.budget_exceeded(exc)
                 break
+            called = called or not writer.prepaid
             writer.model_step(response, actions, obs)
             for action in actions or ():
                 began = writer.stamp()
@@ -616,6 +720,10 @@ class _Awaitable:
     @property
     def last_reply_frame(self) -> object:
         return getattr(self.agent, "last_reply_frame", None)
+
+    @property
+    def last_prepaid(self) -> object:
+        return getattr(self.agent, "last_prepaid", False)
 
     async def step(
         self, action: Action, pause: float = 0
@@ -713,6 +821,7 @@ async def arun_episode(
                 writer.request = sent if isinstance(sent, StepRequest) else None
                 read_in = getattr(agent, "last_reply_frame", None)
                 writer.reply_frame = read_in if isinstance(read_in, CoordinateFrame) else None
+                writer.prepaid = getattr(agent, "last_prepaid", False) is True
             elif isinstance(call, Execute):
                 result = await env.step(call.action, call.pause)
             elif isinstance(call, BeginTurn):

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
-from adapters.accounting import Budget, load_prices
-from adapters.accounting.cost import UsageTotals
+from adapters.accounting import Budget, UsageTotals, load_prices
 from adapters.agent import PromptAgent
 from adapters.contract import ModelResponse, Usage
-from adapters.errors import BudgetExceeded, TaskSetupError
+from adapters.errors import BudgetExceeded, TaskSetupError, TrajectoryError
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
-from adapters.trajectories.osharm import load_result_folder, result_folder
+from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
 from tests.facade.helpers import Killed, KillingEnv, observation_folder
@@ -177,6 +177,122 @@ def test_a_continuation_that_fails_before_it_begins_keeps_the_record(
     (done,) = run(["DONE"], ReplayEnv(desktop))
     assert done.status == "finished"
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+class CapReachedDuringReset(ReplayEnv):
+    """While this task's VM resets, another worker's step uses up the run's token cap (the
+    task passed the run-cap check before it started)."""
+
+    def __init__(self, directory: Path, budget: Budget) -> None:
+        super().__init__(directory)
+        self.budget = budget
+
+    def reset(self, task_config: Any = None, **kwargs: Any) -> Any:
+        self.budget.charge(UsageTotals(steps=1, tokens=5_000, input_tokens=5_000))
+        return super().reset(task_config=task_config, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_continuation_stopped_by_the_run_cap_before_its_first_request_keeps_the_record(
+    tmp_path: Path, mode: str
+) -> None:
+    """It is `stopped` (not started: its recorded steps are replayed for free, and its first
+    live request is the one refused) and its record is kept: the folder used to be emptied
+    all the same, so the recorded (paid) steps were lost and the next run redid them."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    recorded = [e.response for e in load_result_folder(folder)]
+
+    budget = Budget(max_run_tokens=1_000)
+    env = CapReachedDuringReset(desktop, budget)
+    common: dict[str, Any] = {
+        "config": CONFIG,
+        "result_dir": results,
+        "make_agent": lambda t: PromptAgent.from_config(CONFIG, client=FakeClient(["DONE"])),
+        "make_env": (lambda t: env) if mode == "sync" else (lambda t: in_thread(env)),
+        "max_steps": 5,
+        "continue_unfinished": True,
+        "budget": budget,
+    }
+    if mode == "sync":
+        (outcome,) = run_task_list([TASK], **common)
+    else:
+        (outcome,) = asyncio.run(arun_task_list([TASK], workers=1, **common))
+    assert outcome.status == "stopped"
+    assert [e.response for e in load_result_folder(folder)] == recorded == [CLICK, PRESS]
+    assert not is_finished(folder)
+
+    client, result = _continue(results, desktop, ["DONE"], kill_at=None)
+    assert [o.status for o in result] == ["finished"]
+    assert len(client.requests) == 1  # the two recorded steps were continued from
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_directory_where_the_writer_keeps_a_file_is_refused_before_anything_runs(
+    tmp_path: Path, mode: str
+) -> None:
+    """Named, before any model call or environment, and the record is left as it was (it used
+    to be deleted, then the run stopped on a raw IsADirectoryError)."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    (folder / "step_0.png").unlink()
+    (folder / "step_0.png").mkdir()
+    before = sorted(p.name for p in folder.iterdir())
+    built: list[str] = []
+
+    def make_env(task: OsworldTask) -> Any:
+        built.append("env")
+        return ReplayEnv(desktop) if mode == "sync" else in_thread(ReplayEnv(desktop))
+
+    common: dict[str, Any] = {
+        "config": CONFIG,
+        "result_dir": results,
+        "make_agent": lambda t: built.append("agent"),
+        "make_env": make_env,
+        "max_steps": 5,
+        "continue_unfinished": True,
+    }
+    message = f"the result folder {folder} holds step_0.png, a directory, where its writer keeps"
+
+    def run() -> Any:
+        if mode == "sync":
+            return run_task_list([TASK], **common)
+        return asyncio.run(arun_task_list([TASK], workers=1, **common))
+
+    with pytest.raises(TrajectoryError, match=re.escape(message)):
+        run()
+    assert built == []
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_deferred_writer_keeps_the_folder_until_its_first_model_call(tmp_path: Path) -> None:
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    before = sorted(p.name for p in folder.iterdir())
+    info = TaskInfo(instruction="Do it", domain="os", example_id="_one")
+    writer = ResultWriter(
+        folder, config=CONFIG, task=info, max_steps=5, overwrite=True, deferred=True
+    )
+    observation = ReplayEnv(desktop).reset()
+    writer.begin(observation)
+    writer.error()  # failed before its first model call: the record stays
+    assert sorted(p.name for p in folder.iterdir()) == before
+    writer.model_step("DONE", ["DONE"], observation)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "better_log.json",
+        "step_0.png",
+        "step_0.xml",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -322,6 +322,35 @@ def test_a_wrapped_desktop_env_raising_on_an_action_fails_only_that_episode(
     assert _traj(result, 1)[-1] == {"Error": "Time limit exceeded in os/t1"}
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this one")
+
+
+class UnprintableDesktopEnv(FakeDesktopEnv):
+    """A DesktopEnv whose step raises an exception that cannot be printed."""
+
+    def step(self, action: Any, pause: float = 2) -> Any:
+        raise Unprintable
+
+
+def test_a_wrapped_desktop_env_raising_an_unprintable_exception_fails_only_that_episode(
+    tmp_path: Path,
+) -> None:
+    """The wrapper names it by its type (it used to call `str()`, which raised past it)."""
+    result = run_task_list(
+        _tasks(2),
+        config=C13,
+        result_dir=tmp_path,
+        make_agent=lambda _: PromptAgent.from_config(C13, client=FakeClient([PRESS, "DONE"])),
+        make_env=lambda _: DesktopEnvAdapter(UnprintableDesktopEnv()),
+        max_steps=3,
+    )
+    assert [(o.status, o.detail) for o in result] == [
+        ("failed", "step: Unprintable: <unprintable>")
+    ] * 2
+
+
 class FailingSetupDesktopEnv(FakeDesktopEnv):
     """Like OSWorld's DesktopEnv when a task's setup fails: `reset` raises its own error."""
 

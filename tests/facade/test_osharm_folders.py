@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,80 @@ def test_a_result_folder_that_cannot_be_made_is_a_trajectory_error(tmp_path: Pat
     for folder in (tmp_path / "file" / "task", tmp_path / "a\0b", tmp_path / ("x" * 300)):
         with pytest.raises(TrajectoryError, match="cannot make the result folder"):
             ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15)
+
+
+def test_the_cli_refuses_a_directory_where_a_result_folder_keeps_a_file_before_any_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Even with --overwrite (which removes files only): named, before any task runs (the
+    second task's writer used to raise IsADirectoryError after the first task ran)."""
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    out = tmp_path / "results"
+    tasks = []
+    for name in ("_one", "_two"):
+        task = observation_folder(tmp_path / name)
+        (task / "task.json").write_text(
+            json.dumps({"id": name, "domain": "os", "instruction": "Open the File menu"})
+        )
+        tasks.append(str(task))
+    model = f"replay_{str(script).replace('/', '_')}"
+    (out / "pyautogui" / "a11y_tree" / model / "os" / "_two" / "result.txt").mkdir(parents=True)
+    argv = ["run", *tasks, "--model", f"replay:{script}", "--out", str(out), "--format", "osharm"]
+    assert main([*argv, "--overwrite"]) == 2
+    assert "holds result.txt, a directory, where its writer keeps a file" in capsys.readouterr().err
+    assert not (out / "pyautogui" / "a11y_tree" / model / "os" / "_one").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "result.txt",
+        "unscored.txt",
+        "better_log.json",
+        "traj.jsonl",
+        "step_0.png",
+        "step_0.xml",
+        "better_log.json.tmp",
+    ],
+)
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_directory_where_the_writer_keeps_a_file_is_refused_when_it_opens(
+    tmp_path: Path, name: str, overwrite: bool
+) -> None:
+    """Named with its folder, before anything is removed (it used to be a raw
+    IsADirectoryError once the episode had made its model calls)."""
+    folder = tmp_path / "task"
+    (folder / name).mkdir(parents=True)
+    (folder / name / "inside").write_text("kept")
+    if overwrite:  # a file it would remove: still there
+        (folder / "step_1_20260101@000000.png").write_bytes(b"kept")
+    message = f"the result folder {folder} holds {name}, a directory, where its writer keeps a file"
+    with pytest.raises(TrajectoryError, match=re.escape(message)) as caught:
+        ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15, overwrite=overwrite)
+    assert not isinstance(caught.value, OSError)
+    assert (folder / name / "inside").read_text() == "kept"
+    if overwrite:
+        assert (folder / "step_1_20260101@000000.png").read_bytes() == b"kept"
+
+
+def test_a_file_the_writer_cannot_write_mid_episode_is_a_trajectory_error(tmp_path: Path) -> None:
+    """A directory that appears at a step's name (its file is renamed over it) or at traj.jsonl
+    (appended to) after the writer opened: typed and named, no leftover `.tmp`."""
+    observation = ReplayEnv(observation_folder(tmp_path / "obs")).reset()
+    folder = tmp_path / "task"
+    writer = ResultWriter(
+        folder, config=CONFIG, task=TASK, max_steps=15, clock=lambda: datetime(2026, 1, 1)
+    )
+    writer.begin(observation)
+    (folder / "step_1_20260101@000000.png").mkdir()
+    with pytest.raises(TrajectoryError, match=r"cannot write .*step_1_20260101@000000\.png: "):
+        writer.action(1, "pyautogui.click(1, 2)", observation, 0.0, False, {})
+    assert not list(folder.glob("*.tmp"))
+    (folder / "step_1_20260101@000000.png").rmdir()
+    (folder / "traj.jsonl").mkdir()
+    with pytest.raises(TrajectoryError, match=r"cannot append to .*traj\.jsonl: "):
+        writer.error()
 
 
 def _reference_shaped_folder(directory: Path) -> Path:

@@ -6,6 +6,7 @@ import functools
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from adapters.engine.limits import Limiter
 from adapters.errors import ConfigurationError, EnvironmentFailure, UsageError
 from adapters.registry import REGISTRY
 from adapters.runs import OsworldTask, TaskOutcome, is_finished, load_task_list
+from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
@@ -506,3 +508,76 @@ def test_a_cluster_address_where_nothing_answers_is_refused_not_waited_for() -> 
                 _check_reachable(address)
     for address in (None, "auto", "local"):
         _check_reachable(address)
+
+
+class MarkingEnv(ReplayEnv):
+    """A replayed desktop that notes its reset and its close in `marks`, whose first action
+    waits until every task's desktop is reset (so both episodes are under way), whose
+    actions take a while, and whose actions fail (an error that is no `OsharmError`) for
+    the task `fails`."""
+
+    def __init__(self, directory: Path, marks: Path, task: OsworldTask, fails: str) -> None:
+        super().__init__(directory, instruction=task.instruction)
+        self.marks, self.name, self.fails = marks, task.example_id, task.example_id == fails
+
+    def reset(self, task_config: object = None, **extra: object) -> dict[str, Any]:
+        (self.marks / f"reset{self.name}").touch()
+        return super().reset(task_config, **extra)
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        waited = time.monotonic() + 60
+        while len(list(self.marks.glob("reset_*"))) < 2 and time.monotonic() < waited:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        if self.fails:
+            raise ValueError("the desktop driver broke")
+        return super().step(action, pause)
+
+    def close(self) -> None:
+        (self.marks / f"closed{self.name}").touch()
+        super().close()
+
+
+def make_marking_env(desktop: Path, marks: Path, fails: str, task: OsworldTask) -> MarkingEnv:
+    return MarkingEnv(desktop, marks, task, fails)
+
+
+def make_clicking_agent(task: OsworldTask, limiter: Limiter | None) -> PromptAgent:
+    return PromptAgent.from_config(CONFIG, client=FakeClient([CLICK] * 4 + ["DONE"]))
+
+
+class Interrupting(Heard):
+    """Ctrl-C at the driver when `_a`'s second model step is heard (its first action has
+    waited for both desktops to be reset)."""
+
+    def stepped(self, task: OsworldTask, step: int, max_steps: int) -> None:
+        super().stepped(task, step, max_steps)
+        if (task.example_id, step) == ("_a", 2):
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("stop", ["an episode raises", "ctrl-c"])
+def test_a_stopping_run_closes_the_environments_of_the_episodes_under_way(
+    cluster: None, tmp_path: Path, stop: str
+) -> None:
+    """The other actors' episodes are cancelled and close their environments (a VM stopped, a
+    recording saved) before the actors are killed; they used to be killed mid-episode."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    fails = "_a" if stop == "an episode raises" else ""
+    with pytest.raises(ValueError if fails else KeyboardInterrupt):
+        run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=make_clicking_agent,
+            make_env=functools.partial(
+                make_marking_env, observation_folder(tmp_path / "obs"), marks, fails
+            ),
+            max_steps=5,
+            actors=2,
+            cpus_per_actor=0.5,
+            listener=None if fails else Interrupting(),
+        )
+    assert sorted(p.name for p in marks.glob("closed_*")) == ["closed_a", "closed_b"]

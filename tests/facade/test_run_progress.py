@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
 from adapters.accounting import Budget, load_prices
 from adapters.agent import PromptAgent
@@ -23,10 +25,12 @@ from adapters.runs import (
     load_task_list,
     run_task_list,
 )
+from adapters.runs.progress import printable
 from adapters.testing import FakeClient
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
 from tests.facade.helpers import observation_folder, write_task_list
+from tests.strategies import any_text
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -200,6 +204,53 @@ def test_the_cli_prints_the_summary_table_and_progress_on_request(
     captured = capsys.readouterr()
     assert "skipped        3" in captured.out
     assert captured.err == ""
+
+
+#: What a task name must not bring into an output line: C0, C1, DEL, U+2028, U+2029.
+_RAW_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+@given(any_text)
+def test_printable_escapes_every_control_character_and_keeps_the_rest(text: str) -> None:
+    shown = printable(text)
+    assert not _RAW_CONTROL.search(shown)
+    assert len(shown.splitlines()) <= 1
+    if not _RAW_CONTROL.search(text):
+        assert shown == text
+    escaped = "".join(
+        c.encode("unicode_escape").decode() if _RAW_CONTROL.match(c) else c for c in text
+    )
+    assert shown == escaped
+
+
+def test_task_ids_cannot_forge_output_lines_or_send_terminal_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An id holding a newline, ESC and BEL reached the task and step lines raw: it could write
+    a line of its own (`[os-x] finished, score 1.0`) and set the terminal's title."""
+    evil = "evil\n[os-x] finished, score 1.0\x1b]0;owned\x07\x1b[2K\u2028\x85"
+    meta, examples = write_task_list(tmp_path, {"os": [evil]})
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    argv = [
+        "run",
+        "--tasks", str(meta),
+        "--examples", str(examples),
+        "--observations", str(observation_folder(tmp_path / "obs")),
+        "--model", f"replay:{script}",
+        "--observation-type", "a11y_tree",
+        "--action-space", "pyautogui",
+        "--out", str(tmp_path / "results"),
+        "--progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    shown = "[os/evil\\n[os-x] finished, score 1.0\\x1b]0;owned\\x07\\x1b[2K\\u2028\\x85]"
+    assert f"{shown} finished, score 0.0" in captured.out.splitlines()
+    assert f"{shown} step 1/15" in captured.err.splitlines()
+    for text in (captured.out, captured.err):
+        assert not re.search("[\x1b\x07\x85\u2028]", text)
+        assert "\n[os-x] finished" not in text
 
 
 def test_importing_adapters_does_not_import_ray() -> None:

@@ -158,6 +158,64 @@ def test_every_environment_is_closed_and_a_failing_close_is_noted_not_fatal(
     assert "closing its environment failed" in result[0].detail
 
 
+class Unprintable(Exception):
+    """An exception whose `str()` raises: environments are user code, and may raise anything."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this one")
+
+
+class UnprintableFailure(EnvironmentFailure):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this one")
+
+
+class UnprintableEnv(ReplayEnv):
+    """A desktop whose close raises `Unprintable`, and whose actions, for task `_b`, raise an
+    `EnvironmentFailure` that cannot be printed either."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        super().__init__(folder)
+        self.name = name
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        if self.name == "_b":
+            raise UnprintableFailure
+        return super().step(action, pause)
+
+    def close(self) -> None:
+        raise Unprintable
+
+
+def test_exceptions_that_cannot_be_printed_are_noted_by_their_type_not_fatal(
+    tmp_path: Path,
+) -> None:
+    """Their notes used to call `str()`, which raised out of the runner and stopped the run."""
+    desktop = observation_folder(tmp_path / "obs")
+
+    def make_env(task: OsworldTask) -> UnprintableEnv:
+        return UnprintableEnv(desktop, task.example_id)
+
+    closing = "closing its environment failed: Unprintable: <unprintable>"
+    for result in (
+        run_task_list(
+            _tasks("_a", "_b"),
+            config=CONFIG,
+            result_dir=tmp_path / "sync",
+            make_agent=_agent,
+            make_env=make_env,
+            max_steps=3,
+        ),
+        asyncio.run(
+            _listed(_tasks("_a", "_b"), tmp_path / "async", lambda t: in_thread(make_env(t)))
+        ),
+    ):
+        assert [(o.status, o.detail) for o in result] == [
+            ("finished", closing),
+            ("failed", f"<unprintable UnprintableFailure>; {closing}"),
+        ]
+
+
 class SlowStepEnv(ReplayEnv):
     """A desktop whose steps block their thread for `seconds`; it notes any call that overlaps
     one under way (two episodes driving one VM)."""

@@ -75,6 +75,18 @@ def test_a_vm_that_does_not_come_back_or_a_failing_revert_is_an_environment_fail
         env.reset()
     assert isinstance(e.value.__cause__, RuntimeError)  # the callable's own traceback is kept
     env.close()
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text for this one")
+
+    def unprintable() -> None:
+        raise Unprintable
+
+    env = OSWorldServerEnv(vm_server.base_url, revert=unprintable)
+    with pytest.raises(EnvironmentFailure, match=r"Unprintable: <unprintable>$"):
+        env.reset()
+    env.close()
     for bad in ({"revert": "vmrun revert"}, {"ready_timeout": 0}, {"ready_timeout": True}):
         with pytest.raises(ConfigError):
             OSWorldServerEnv(vm_server.base_url, **bad)  # type: ignore[arg-type]

@@ -172,7 +172,7 @@ def test_a_full_disk_leaves_no_part_of_an_osharm_line(tmp_path: Path) -> None:
     writer = ResultWriter(tmp_path, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
     writer.error()
     one_line = (tmp_path / "traj.jsonl").read_bytes()
-    with _disk_fills_at(len(one_line) + 10), pytest.raises(OSError, match="too large"):
+    with _disk_fills_at(len(one_line) + 10), pytest.raises(TrajectoryError, match="too large"):
         writer.error()
     assert (tmp_path / "traj.jsonl").read_bytes() == one_line
     writer.error()
