@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any, Final, cast
 
@@ -468,22 +467,59 @@ def text_cell(node: etree._Element, keys: PlatformKeys) -> str:
     return '""'
 
 
-def _row(keys: PlatformKeys) -> Callable[[etree._Element], str]:
-    def row(node: etree._Element) -> str:
+@attrs.frozen
+class LinearizedTable:
+    """A linearized table and where each kept node's position and size stand in it.
+
+    `geometry` has one `(position, size, end)` triple of offsets into `text` per row:
+    the row's position column is `text[position:size - 1]`, its size column
+    `text[size:end]`. Cell text may hold tabs, newlines and pairs of its own; only
+    these spans are a node's geometry.
+    """
+
+    text: str = attrs.field(repr=False)
+    geometry: tuple[tuple[int, int, int], ...] = attrs.field(repr=False)
+
+
+def linearize_table(
+    xml: str | bytes, platform: Platform = "ubuntu", *, ubuntu_attributes: bool = False
+) -> LinearizedTable:
+    """`linearize_accessibility_tree`'s table, with where each row's position and size are.
+
+    >>> table = linearize_table(
+    ...     '<r xmlns:st="https://accessibility.ubuntu.example.org/ns/state"'
+    ...     ' xmlns:cp="https://accessibility.ubuntu.example.org/ns/component">'
+    ...     '<push-button name="OK" st:showing="true" st:visible="true" st:enabled="true"'
+    ...     ' cp:screencoord="(10, 20)" cp:size="(80, 30)"/></r>'
+    ... )
+    >>> [(table.text[p : s - 1], table.text[s:e]) for p, s, e in table.geometry]
+    [('(10, 20)', '(80, 30)')]
+    """
+    keys = platform_keys(platform, ubuntu_attributes=ubuntu_attributes)
+    nodes = filter_nodes(parse_accessibility_tree(xml), platform)
+    rows = [LINEARIZED_HEADER]
+    geometry: list[tuple[int, int, int]] = []
+    end = len(LINEARIZED_HEADER)
+    position_key, size_key = keys.screencoord, keys.size
+    class_key, description_key = keys.class_, keys.description
+    for node in nodes:
         get = node.get
-        return "\t".join(
+        head = "\t".join(
             (
                 cast(str, node.tag),
                 get("name", ""),
                 text_cell(node, keys),
-                get(keys.class_, ""),
-                get(keys.description, ""),
-                get(keys.screencoord, ""),
-                get(keys.size, ""),
+                get(class_key, ""),
+                get(description_key, ""),
             )
         )
-
-    return row
+        position, size = get(position_key, ""), get(size_key, "")
+        rows.append(f"{head}\t{position}\t{size}")
+        position_at = end + 1 + len(head) + 1
+        size_at = position_at + len(position) + 1
+        end = size_at + len(size)
+        geometry.append((position_at, size_at, end))
+    return LinearizedTable("\n".join(rows), tuple(geometry))
 
 
 def linearize_accessibility_tree(
@@ -505,6 +541,4 @@ def linearize_accessibility_tree(
     tag|name|text|class|description|position (top-left x&y)|size (w&h)
     push-button|OK|""|||(10, 20)|(80, 30)
     """
-    keys = platform_keys(platform, ubuntu_attributes=ubuntu_attributes)
-    nodes = filter_nodes(parse_accessibility_tree(xml), platform)
-    return "\n".join((LINEARIZED_HEADER, *map(_row(keys), nodes)))
+    return linearize_table(xml, platform, ubuntu_attributes=ubuntu_attributes).text

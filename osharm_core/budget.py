@@ -35,7 +35,6 @@ from osharm_core.limits import Degradation, RequestSize, ServerLimits
 from osharm_core.messages import ImagePart, Message, TextPart, render_openai_chat
 from osharm_core.observation import png_size
 from osharm_core.prompts import reframe_system_message
-from osharm_core.reframe import reframe_table
 from osharm_core.scaling import (
     PRESETS,
     QWEN_MIN_PIXELS,
@@ -342,7 +341,7 @@ def _tree_in_frame(
     """
     if linearized is None or record.accessibility_tree is None:
         return record
-    table = reframe_table(linearized.table, record.frame)
+    table = linearized.in_frame(record.frame)
     tree, _ = trim_with_split(table, config.a11y_tree_max_tokens)
     return attrs.evolve(record, accessibility_tree=tree)
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
-from osharm_core.accessibility import parse_pair
+from osharm_core.accessibility import LinearizedTable, parse_pair
 from osharm_core.frames import CoordinateFrame
 
 # Calls whose x and y are absolute: the positions of x and y among the arguments.
@@ -243,14 +243,65 @@ def _format(point: tuple[int, int] | tuple[float, float]) -> str:
     return f"({point[0]}, {point[1]})"
 
 
-def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
-    """A linearized tree with each row's position and size in the model's grid.
+def _geometry_in_frame(position: str, size: str, frame: CoordinateFrame) -> str | None:
+    """The position and size columns (tab-joined) on the model's grid; None unless both are
+    finite pixel pairs."""
+    p, s = parse_pair(position), parse_pair(size)
+    if p is None or s is None:
+        return None
+    (x, y), (w, h) = p, s
+    try:
+        x0, y0 = frame.model_point(x, y)
+        x1, y1 = frame.model_point(x + w, y + h)
+    except (ValueError, OverflowError):  # not a finite pixel: left as written
+        return None
+    size_pair = (round(x1 - x0, 4), round(y1 - y0, 4))
+    return f"{_format((x0, y0))}\t{_format(size_pair)}"
 
-    A row ends in `(x, y)\\t(w, h)` in screen pixels; both become what the model
-    sees on the sent image (positions through `frame.model_point`, sizes
-    scaled), so a point read off the tree maps back to the same screen pixel.
-    The pairs are read as the linearizer kept them (`parse_pair`: ints or floats,
-    any spacing); rows that do not end in two such pairs are left alone.
+
+def reframe_linearized(table: LinearizedTable, frame: CoordinateFrame | None) -> str:
+    """`table`'s text with each kept node's position and size in the model's grid.
+
+    Positions go through `frame.model_point`, sizes are the scaled box's extent,
+    so a point read off the tree maps back to the same screen pixel. Only the
+    rows' own position and size columns change: cell text stays exactly as the
+    desktop wrote it, whatever tabs, newlines or pairs it holds. A pair that is
+    not a finite pixel is left as written.
+
+    >>> from osharm_core.accessibility import linearize_table
+    >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
+    >>> tree = (
+    ...     '<r xmlns:st="https://accessibility.ubuntu.example.org/ns/state"'
+    ...     ' xmlns:cp="https://accessibility.ubuntu.example.org/ns/component">'
+    ...     '<text st:showing="true" st:visible="true" st:editable="true"'
+    ...     ' cp:screencoord="(100, 40)" cp:size="(60, 20)">box&#9;(8, 8)&#9;(2, 2)&#10;end</text></r>'
+    ... )
+    >>> reframe_linearized(linearize_table(tree), frame).splitlines()[1:]
+    ['text\\t\\tbox\\t(8, 8)\\t(2, 2)', 'end\\t\\t\\t(50, 20)\\t(30, 10)']
+    """
+    text = table.text
+    if frame is None or frame.is_identity:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for position_at, size_at, end in table.geometry:
+        mapped = _geometry_in_frame(text[position_at : size_at - 1], text[size_at:end], frame)
+        if mapped is not None:
+            pieces += (text[done:position_at], mapped)
+            done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
+    """A table's text with every line that ends in `(x, y)\\t(w, h)` mapped to the model's grid.
+
+    For a table known only as text (as a recording keeps it): which lines are
+    rows cannot be told from the text, since cell text may hold tabs, newlines
+    and pairs, so every line whose last two tab-separated fields are pairs
+    (`parse_pair`: ints or floats, any spacing) is taken for a row; other lines
+    are left alone. A table linearized here is mapped exactly, per node, by
+    `reframe_linearized`.
 
     >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
     >>> reframe_table("tag\\tname\\tpos\\tsize\\nbutton\\tOK\\t(100, 40)\\t(60, 20)", frame)
@@ -264,15 +315,7 @@ def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
         start, tab2, position = head.rpartition("\t")
         if not (tab and tab2):
             continue
-        p, s = parse_pair(position), parse_pair(size)
-        if p is None or s is None:
-            continue
-        (x, y), (w, h) = p, s
-        try:
-            x0, y0 = frame.model_point(x, y)
-            x1, y1 = frame.model_point(x + w, y + h)
-        except (ValueError, OverflowError):  # not a finite pixel: left as written
-            continue
-        size_pair = (round(x1 - x0, 4), round(y1 - y0, 4))
-        lines[index] = f"{start}\t{_format((x0, y0))}\t{_format(size_pair)}"
+        mapped = _geometry_in_frame(position, size, frame)
+        if mapped is not None:
+            lines[index] = f"{start}\t{mapped}"
     return "\n".join(lines)

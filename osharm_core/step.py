@@ -10,7 +10,7 @@ from typing import Any, Final
 import attrs
 from returns.result import Success
 
-from osharm_core.accessibility import linearize_accessibility_tree
+from osharm_core.accessibility import LinearizedTable, linearize_table
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform
 from osharm_core.errors import ConfigError, excerpt
 from osharm_core.frames import CoordinateFrame
@@ -24,7 +24,7 @@ from osharm_core.parsing import (
     som_prefix,
 )
 from osharm_core.prompts import system_message
-from osharm_core.reframe import reframe_code, reframe_computer_13, reframe_table
+from osharm_core.reframe import reframe_code, reframe_computer_13, reframe_linearized
 from osharm_core.scaling import ScalingPreset, effective_scaling, resize_png, resolve_preset
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
 from osharm_core.tokens import TokenSplit, cl100k_encoding, count_joined, trim_with_split
@@ -54,13 +54,34 @@ class LinearizedTree:
     `table` is `linearize_accessibility_tree(source, platform,
     ubuntu_attributes=ubuntu_attributes)`; a step keeps it so that whoever
     else needs the table of the same tree (the OS-Harm result folder) need
-    not parse it again.
+    not parse it again. `geometry` says where each row's position and size
+    stand in it (`LinearizedTable.geometry`); `None` (a tree built by hand)
+    has `in_frame` linearize `source` again to find them.
     """
 
     source: str = attrs.field(repr=False)
     platform: Platform
     ubuntu_attributes: bool
     table: str = attrs.field(repr=False)
+    geometry: tuple[tuple[int, int, int], ...] | None = attrs.field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, source: str, platform: Platform, *, ubuntu_attributes: bool) -> LinearizedTree:
+        """`source` linearized, with where its rows' positions and sizes are."""
+        table = linearize_table(source, platform, ubuntu_attributes=ubuntu_attributes)
+        return cls(source, platform, ubuntu_attributes, table.text, table.geometry)
+
+    def in_frame(self, frame: CoordinateFrame | None) -> str:
+        """The table with each kept node's position and size in `frame`'s grid (`reframe_linearized`)."""
+        if frame is None or frame.is_identity:
+            return self.table
+        if self.geometry is None:
+            known = linearize_table(
+                self.source, self.platform, ubuntu_attributes=self.ubuntu_attributes
+            )
+        else:
+            known = LinearizedTable(self.table, self.geometry)
+        return reframe_linearized(known, frame)
 
     def table_for(
         self, tree: object, platform: str, *, ubuntu_attributes: bool = False
@@ -190,11 +211,10 @@ def _process(
     if kind in TREE_TYPES:
         source = observation.accessibility_tree
         assert source is not None
-        linear = linearize_accessibility_tree(
+        linearized = LinearizedTree.of(
             source, config.platform, ubuntu_attributes=config.ubuntu_attributes
         )
-        linearized = LinearizedTree(source, config.platform, config.ubuntu_attributes, linear)
-        tree, split = trim_with_split(reframe_table(linear, frame), config.a11y_tree_max_tokens)
+        tree, split = trim_with_split(linearized.in_frame(frame), config.a11y_tree_max_tokens)
     screenshot = None
     if kind in SCREENSHOT_TYPES:
         assert observation.screenshot is not None

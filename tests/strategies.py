@@ -418,6 +418,28 @@ a11y_pairs = st.one_of(
     ),
 )  # fmt: skip
 
+#: Geometry every kept node may have: non-negative positions, positive sizes, in the forms
+#: the linearizer keeps (spacing, floats, hex).
+kept_positions = st.one_of(
+    st.tuples(st.integers(0, 5000), st.integers(0, 5000)).map(lambda p: f"({p[0]}, {p[1]})"),
+    st.sampled_from(["(0, 0)", "(1.5, 2)", "( 3 , 4 )", "(12,34)", "(0x10, 1_000)", "(+5, 6)"]),
+)
+kept_sizes = st.one_of(
+    st.tuples(st.integers(1, 5000), st.integers(1, 5000)).map(lambda p: f"({p[0]}, {p[1]})"),
+    st.sampled_from(["(1, 1)", "(0.5, 2)", "( 30 , 40 )", "(60,20)", "(0x10, 2e3)"]),
+)
+#: Cell text that reads like table rows: pairs, tabs, newlines and quotes among other text
+#: (an editor's or a terminal's contents).
+row_like_texts = st.lists(
+    st.one_of(
+        xml_text,
+        kept_positions,
+        st.tuples(kept_positions, kept_sizes).map(lambda p: f"\t{p[0]}\t{p[1]}\n"),
+        st.sampled_from(["\t", "\n", "\r\n", '"', "(1e999, 4)", "(nan, 1)", "(-1, -1)"]),
+    ),
+    max_size=10,
+).map("".join)
+
 _STATE_VALUES = st.sampled_from(["true"] * 8 + [None, "false", "True", ""])
 _MOSTLY = st.sampled_from([True] * 4 + [False])
 _OFTEN_PRESENT = {"name", "screencoord", "size"}

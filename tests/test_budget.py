@@ -212,6 +212,32 @@ def test_a_downscaled_screenshot_takes_its_tree_along() -> None:
     assert any(screen_rows[row] != point for row, point in sent_rows.items())
 
 
+def test_a_downscaled_trees_cell_text_stays_as_the_desktop_wrote_it() -> None:
+    """After a downscale only the node's own position and size move to the new grid; a text
+    line of the document that ends in two pairs is not a row and keeps its numbers."""
+    document = "Measured box:\t(100, 200)\t(30, 40)\nend of note"
+    ns = "https://accessibility.ubuntu.example.org/ns/"
+    xml = (
+        f'<desktop-frame xmlns:st="{ns}state" xmlns:cp="{ns}component">'
+        '<text st:showing="true" st:visible="true" st:editable="true"'
+        ' cp:screencoord="(0, 0)" cp:size="(1920, 1000)">'
+        + document.replace("\t", "&#9;")
+        + "</text></desktop-frame>"
+    )
+    config = AgentConfig(action_space="pyautogui", observation_type="screenshot_a11y_tree")
+    screenshot = fixture_observation("libreoffice_calc_sales")["screenshot"]
+    observation = {"screenshot": screenshot, "accessibility_tree": xml}
+    request = prepare_step(config, AgentState(), "t", observation)
+    fitted = fit_step(config, AgentState(), request, ServerLimits(max_bytes=150_000))
+    frame = fitted.frame
+    assert frame is not None
+    width, height = frame.model_point(1920, 1000)
+    assert (width, height) != (1920, 1000)
+    tree = fitted.observation.accessibility_tree
+    assert tree is not None
+    assert tree.split("\n", 1)[1] == f"text\t\t{document}\t\t\t(0, 0)\t({width}, {height})"
+
+
 def _positions(tree: str | None) -> dict[str, tuple[float, float]]:
     """Each row's leading columns -> its position, for rows ending in `(x, y)\t(w, h)`."""
     rows: dict[str, tuple[float, float]] = {}

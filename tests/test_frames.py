@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lxml import etree
 
 from adapters.contract import ModelResponse
 from adapters.errors import TrajectoryError
@@ -24,11 +25,27 @@ from osharm_core import (
     ObservationRecord,
     StateError,
 )
-from osharm_core.reframe import _valid_escapes, reframe_code, reframe_computer_13, reframe_table
+from osharm_core.accessibility import linearize_accessibility_tree, linearize_table
+from osharm_core.reframe import (
+    _valid_escapes,
+    reframe_code,
+    reframe_computer_13,
+    reframe_linearized,
+    reframe_table,
+)
 from osharm_core.scaling import PRESETS
-from osharm_core.step import complete_step, prepare_step
+from osharm_core.step import LinearizedTree, complete_step, prepare_step
 from tests.conftest import fixture_observation
-from tests.strategies import any_text, preset_names, screen_points, screen_sizes
+from tests.strategies import (
+    A11Y_NS,
+    any_text,
+    kept_positions,
+    kept_sizes,
+    preset_names,
+    row_like_texts,
+    screen_points,
+    screen_sizes,
+)
 
 HALF = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
 
@@ -165,6 +182,100 @@ def test_tree_positions_in_any_form_the_linearizer_keeps_are_mapped(position: st
     """A position the linearizer keeps (floats, spacing, hex: `parse_pair`) is on the grid too."""
     row = f"button\tOK\t{position}\t(60.0, 20)"
     assert reframe_table(row, HALF) == "button\tOK\t(50, 20)\t(30, 10)"
+
+
+_UBUNTU = A11Y_NS["ubuntu"]
+_DOCUMENT = "Measured box:\t(100, 200)\t(30, 40)\nend of note"
+
+
+def _text_tree(nodes: list[tuple[str, str, str, str]]) -> str:
+    """A tree of kept `text` nodes, each `(name, text, position, size)`."""
+    nsmap = {"st": _UBUNTU + "state", "cp": _UBUNTU + "component"}
+    root = etree.Element("desktop-frame", nsmap=nsmap)
+    for name, text, position, size in nodes:
+        node = etree.SubElement(root, "text")
+        for state in ("showing", "visible", "editable"):
+            node.set(f"{{{nsmap['st']}}}{state}", "true")
+        node.set(f"{{{nsmap['cp']}}}screencoord", position)
+        node.set(f"{{{nsmap['cp']}}}size", size)
+        node.set("name", name)
+        node.text = text or None
+    return etree.tostring(root, encoding="unicode")
+
+
+def test_a_documents_own_text_is_never_rescaled() -> None:
+    """A text line ending in two pairs is the document's, not a row: only the node's columns map.
+
+    The scaled table was the unscaled one re-split on newlines, so that line's numbers were
+    shown rescaled (`(74, 149)\t(23, 30)` under `claude`).
+    """
+    png = fixture_observation("libreoffice_calc_sales")["screenshot"]
+    xml = _text_tree([("", _DOCUMENT, "(0, 0)", "(1920, 1000)")])
+    observation = {"screenshot": png, "accessibility_tree": xml}
+    trees = {}
+    for scaling in ("native", "claude"):
+        config = AgentConfig(
+            observation_type="screenshot_a11y_tree", action_space="pyautogui", scaling=scaling
+        )
+        request = prepare_step(config, AgentState(), "x", observation)
+        trees[scaling] = request.observation.accessibility_tree
+        assert request.linearized is not None
+        assert request.linearized.table == linearize_accessibility_tree(xml)
+    assert trees["native"] == linearize_accessibility_tree(xml)
+    frame = PRESETS["claude"].frame_for(1920, 1080)
+    width, height = frame.model_point(1920, 1000)
+    assert trees["claude"] == (
+        f"{linearize_accessibility_tree(xml).splitlines()[0]}\n"
+        f"text\t\t{_DOCUMENT}\t\t\t(0, 0)\t({width}, {height})"
+    )
+
+
+@given(
+    st.lists(st.tuples(row_like_texts, row_like_texts, kept_positions, kept_sizes), max_size=6),
+    preset_names,
+    screen_sizes,
+)
+def test_scaling_changes_only_the_rows_coordinate_columns(
+    nodes: list[tuple[str, str, str, str]], preset: str, screen: tuple[int, int]
+) -> None:
+    """Whatever tabs, newlines and pairs the cells hold, each row's prefix and the header stay
+    byte for byte; each row's position and size are what a plain twin row maps them to."""
+    frame = PRESETS[preset].frame_for(*screen)
+    named = [("n" + name, text, position, size) for name, text, position, size in nodes]
+    xml = _text_tree(named)
+    table = linearize_table(xml)
+    assert table.text == linearize_accessibility_tree(xml)
+    # The twin has plain cells, where reading the text line by line is exact (and was before).
+    twin_xml = _text_tree([("n", "t", position, size) for _, _, position, size in named])
+    twin = reframe_table(linearize_accessibility_tree(twin_xml), frame)
+    assert reframe_linearized(linearize_table(twin_xml), frame) == twin
+    twin_rows = twin.split("\n")[1:]
+    expected = [table.text.split("\n", 1)[0]]
+    for (name, text, _, _), twin_row in zip(named, twin_rows, strict=True):
+        cell = '"' + text.replace('"', '""') + '"' if '"' in text else text or '""'
+        coordinates = twin_row.split("\t", 5)[5]
+        expected.append(f"text\t{name}\t{cell}\t\t\t{coordinates}")
+    assert reframe_linearized(table, frame) == "\n".join(expected)
+
+
+def test_a_pair_written_across_lines_is_still_the_nodes_geometry() -> None:
+    """A position or size with a newline or tab inside (kept: `parse_pair` allows the spacing)
+    is mapped too; read line by line it was left in screen pixels."""
+    xml = _text_tree([("n", "t", "(100,\n40)", "(60,\t20)")])
+    assert reframe_linearized(linearize_table(xml), HALF).split("\n")[1:] == [
+        "text\tn\tt\t\t\t(50, 20)\t(30, 10)"
+    ]
+
+
+def test_a_linearized_tree_built_without_its_geometry_finds_it_again() -> None:
+    """`LinearizedTree.in_frame` maps per node whether or not the geometry came along."""
+    xml = _text_tree([("", _DOCUMENT, "(100, 40)", "(60, 20)")])
+    whole = LinearizedTree.of(xml, "ubuntu", ubuntu_attributes=False)
+    by_hand = LinearizedTree(xml, "ubuntu", False, whole.table)
+    assert whole.geometry is not None
+    assert by_hand.in_frame(HALF) == whole.in_frame(HALF)
+    assert whole.in_frame(HALF).endswith(f"{_DOCUMENT}\t\t\t(50, 20)\t(30, 10)")
+    assert whole.in_frame(None) is whole.table
 
 
 def test_every_literal_of_a_long_reply_is_mapped() -> None:
