@@ -512,6 +512,28 @@ def small_images(draw: st.DrawFn) -> _Image.Image:
     return image
 
 
+@st.composite
+def patchwork_images(draw: st.DrawFn, modes: tuple[str, ...] = tuple(_MODE_VALUES)) -> _Image.Image:
+    """A small image in one of `modes`: a background with a few rectangles of other values,
+    so both one-colour areas and mixed ones of every size are common."""
+    mode = draw(st.sampled_from(sorted(modes)))
+    values = _MODE_VALUES[mode]
+    image = _Image.new(mode, (draw(st.integers(1, 70)), draw(st.integers(1, 50))), values[0])
+    for _ in range(draw(st.integers(0, 4))):
+        x, y = draw(st.integers(0, image.width - 1)), draw(st.integers(0, image.height - 1))
+        w, h = draw(st.integers(1, 40)), draw(st.integers(1, 40))
+        image.paste(
+            draw(st.sampled_from(values)), (x, y, min(x + w, image.width), min(y + h, image.height))
+        )
+    return image
+
+
+#: Boxes `(x, y, w, h)` over and around a patchwork image, as a tree gives them.
+patchwork_boxes = st.tuples(
+    st.integers(-10, 75), st.integers(-10, 55), st.integers(1, 80), st.integers(1, 60)
+)
+
+
 #: Crop boxes around a tiny image: inside, overlapping an edge, or wholly outside.
 small_boxes = st.tuples(
     st.integers(-4, 12), st.integers(-4, 12), st.integers(1, 14), st.integers(1, 14)
