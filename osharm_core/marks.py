@@ -35,7 +35,9 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "ELEMENT_TABLE_HEADER",
     "SetOfMarks",
+    "encode_png",
     "open_screenshot",
+    "resample_screenshot",
     "single_colour",
     "tag_screenshot",
 ]
@@ -92,6 +94,18 @@ def open_screenshot(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Ima
     return _decoded(_checked_header(data, max_pixels))
 
 
+# What Pillow raises on pixel data it cannot decode, convert or encode.
+_PILLOW_ERRORS: Final = (
+    OSError,
+    SyntaxError,
+    ValueError,
+    EOFError,
+    struct.error,
+    zlib.error,
+    Image.DecompressionBombError,
+)
+
+
 def _decoded(data: bytes) -> Image.Image:
     """Decode PNG bytes whose header `_checked_header` has accepted."""
     try:
@@ -101,17 +115,67 @@ def _decoded(data: bytes) -> Image.Image:
         raise ScreenshotError(
             "screenshot PNG cannot be decoded: its header chunks are corrupt (bad CRC or layout)"
         ) from None
-    except (
-        OSError,
-        SyntaxError,
-        ValueError,
-        EOFError,
-        struct.error,
-        zlib.error,
-        Image.DecompressionBombError,
-    ) as exc:
+    except _PILLOW_ERRORS as exc:
         raise ScreenshotError(f"screenshot PNG cannot be decoded: {exc}") from None
     return image
+
+
+# Integer grey modes (16-bit PNG grey decodes to "I;16"): converting them clips at 255.
+_WIDE_GREY: Final = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N"})
+
+
+def _key_alpha(image: Image.Image, key: int) -> Image.Image:
+    """An "L" alpha mask of an integer grey image: 0 where the pixel equals `key`, 255 elsewhere."""
+    key_bytes = Image.new(image.mode, (1, 1), key).tobytes()
+    view = _byte_view(image)
+    return _any_band(
+        ImageChops.difference(view, Image.new(view.mode, image.size, tuple(key_bytes)))
+    )
+
+
+def _resamplable(image: Image.Image) -> Image.Image:
+    """The screenshot as "L", "RGB" or "RGBA", the modes LANCZOS resamples and PNG keeps faithfully.
+
+    A transparent colour (tRNS) becomes an alpha channel (RGBA), integer grey is
+    scaled from 16 to 8 bits (L), any other mode goes to RGB, or RGBA if it has alpha;
+    no conversion used warns.
+    """
+    transparency = image.info.get("transparency")
+    if image.mode in _WIDE_GREY:
+        grey = image.point(lambda value: value / 257).convert("L")
+        if not isinstance(transparency, int):
+            return grey
+        return Image.merge("RGBA", (grey, grey, grey, _key_alpha(image, transparency)))
+    if transparency is None and image.mode in ("L", "RGB", "RGBA"):
+        return image
+    converted = image.convert("RGBA" if "A" in image.mode or transparency is not None else "RGB")
+    converted.info.pop("transparency", None)
+    return converted
+
+
+def resample_screenshot(image: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """The decoded screenshot resampled to `size` (LANCZOS) as L, RGB or RGBA (see `_resamplable`).
+
+    A conversion Pillow refuses raises `ScreenshotError`.
+    """
+    try:
+        return _resamplable(image).resize(size, Image.Resampling.LANCZOS)
+    except _PILLOW_ERRORS as exc:
+        raise ScreenshotError(
+            f"screenshot ({image.mode}, {image.width} x {image.height}) cannot be resampled: {exc}"
+        ) from None
+
+
+def encode_png(image: Image.Image, **params: Any) -> bytes:
+    """The image as PNG bytes; an image Pillow cannot write raises `ScreenshotError`."""
+    buffer = io.BytesIO()
+    try:
+        image.save(buffer, format="PNG", **params)
+    except _PILLOW_ERRORS as exc:
+        raise ScreenshotError(
+            f"screenshot ({image.mode}, {image.width} x {image.height}) cannot be encoded as PNG: {exc}"
+        ) from None
+    return buffer.getvalue()
 
 
 def _is_zero(pixel: Any) -> bool:
@@ -412,9 +476,7 @@ def tag_screenshot(
     sx = sy = 1.0
     if size is not None and size != image.size:
         sx, sy = size[0] / image.size[0], size[1] / image.size[1]
-        if image.mode not in ("RGB", "RGBA", "L"):
-            image = image.convert("RGBA" if "A" in image.mode else "RGB")
-        image = image.resize(size, Image.Resampling.LANCZOS)
+        image = resample_screenshot(image, size)
     probe = image.copy() if test_original else image
     uniformity = _Uniformity(probe)
     draw = ImageDraw.Draw(image)
@@ -444,6 +506,4 @@ def tag_screenshot(
                 uniformity.refresh(touched)
         masks.append((x, y, w, h))
         rows.append(f"{index}\t{node.tag!s}\t{node.get('name', '')}\t{text_cell(node, keys)}")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return SetOfMarks(tuple(masks), buffer.getvalue(), "\n".join(rows))
+    return SetOfMarks(tuple(masks), encode_png(image), "\n".join(rows))
