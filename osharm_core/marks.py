@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -34,7 +35,9 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "ELEMENT_TABLE_HEADER",
     "SetOfMarks",
+    "encode_png",
     "open_screenshot",
+    "resample_screenshot",
     "single_colour",
     "tag_screenshot",
 ]
@@ -91,6 +94,18 @@ def open_screenshot(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Ima
     return _decoded(_checked_header(data, max_pixels))
 
 
+# What Pillow raises on pixel data it cannot decode, convert or encode.
+_PILLOW_ERRORS: Final = (
+    OSError,
+    SyntaxError,
+    ValueError,
+    EOFError,
+    struct.error,
+    zlib.error,
+    Image.DecompressionBombError,
+)
+
+
 def _decoded(data: bytes) -> Image.Image:
     """Decode PNG bytes whose header `_checked_header` has accepted."""
     try:
@@ -100,17 +115,67 @@ def _decoded(data: bytes) -> Image.Image:
         raise ScreenshotError(
             "screenshot PNG cannot be decoded: its header chunks are corrupt (bad CRC or layout)"
         ) from None
-    except (
-        OSError,
-        SyntaxError,
-        ValueError,
-        EOFError,
-        struct.error,
-        zlib.error,
-        Image.DecompressionBombError,
-    ) as exc:
+    except _PILLOW_ERRORS as exc:
         raise ScreenshotError(f"screenshot PNG cannot be decoded: {exc}") from None
     return image
+
+
+# Integer grey modes (16-bit PNG grey decodes to "I;16"): converting them clips at 255.
+_WIDE_GREY: Final = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N"})
+
+
+def _key_alpha(image: Image.Image, key: int) -> Image.Image:
+    """An "L" alpha mask of an integer grey image: 0 where the pixel equals `key`, 255 elsewhere."""
+    key_bytes = Image.new(image.mode, (1, 1), key).tobytes()
+    view = _byte_view(image)
+    return _any_band(
+        ImageChops.difference(view, Image.new(view.mode, image.size, tuple(key_bytes)))
+    )
+
+
+def _resamplable(image: Image.Image) -> Image.Image:
+    """The screenshot as "L", "RGB" or "RGBA", the modes LANCZOS resamples and PNG keeps faithfully.
+
+    A transparent colour (tRNS) becomes an alpha channel (RGBA), integer grey is
+    scaled from 16 to 8 bits (L), any other mode goes to RGB, or RGBA if it has alpha;
+    no conversion used warns.
+    """
+    transparency = image.info.get("transparency")
+    if image.mode in _WIDE_GREY:
+        grey = image.point(lambda value: value / 257).convert("L")
+        if not isinstance(transparency, int):
+            return grey
+        return Image.merge("RGBA", (grey, grey, grey, _key_alpha(image, transparency)))
+    if transparency is None and image.mode in ("L", "RGB", "RGBA"):
+        return image
+    converted = image.convert("RGBA" if "A" in image.mode or transparency is not None else "RGB")
+    converted.info.pop("transparency", None)
+    return converted
+
+
+def resample_screenshot(image: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """The decoded screenshot resampled to `size` (LANCZOS) as L, RGB or RGBA (see `_resamplable`).
+
+    A conversion Pillow refuses raises `ScreenshotError`.
+    """
+    try:
+        return _resamplable(image).resize(size, Image.Resampling.LANCZOS)
+    except _PILLOW_ERRORS as exc:
+        raise ScreenshotError(
+            f"screenshot ({image.mode}, {image.width} x {image.height}) cannot be resampled: {exc}"
+        ) from None
+
+
+def encode_png(image: Image.Image, **params: Any) -> bytes:
+    """The image as PNG bytes; an image Pillow cannot write raises `ScreenshotError`."""
+    buffer = io.BytesIO()
+    try:
+        image.save(buffer, format="PNG", **params)
+    except _PILLOW_ERRORS as exc:
+        raise ScreenshotError(
+            f"screenshot ({image.mode}, {image.width} x {image.height}) cannot be encoded as PNG: {exc}"
+        ) from None
+    return buffer.getvalue()
 
 
 def _is_zero(pixel: Any) -> bool:
@@ -125,6 +190,15 @@ def single_colour(image: Image.Image, box: tuple[int, int, int, int]) -> bool:
     when they all agree; no allocation exceeds the image itself. The pixels are
     read through a fresh `load()`, so they are the live ones even after drawing.
     """
+    return _single_colour(image, box, _crop_is_one_colour)
+
+
+def _single_colour(
+    image: Image.Image,
+    box: tuple[int, int, int, int],
+    whole: Callable[[Image.Image, tuple[int, int, int, int]], bool],
+) -> bool:
+    """`single_colour`, with `whole` judging the clipped area once the samples agree."""
     pixels: Any = image.load()
     width, height = image.size
     x0, y0, x1, y1 = box
@@ -141,9 +215,145 @@ def single_colour(image: Image.Image, box: tuple[int, int, int, int]) -> bool:
         or pixels[(left + right) // 2, (top + bottom) // 2] != first
     ):
         return False
-    extrema: Any = image.crop((left, top, right, bottom)).getextrema()
+    return whole(image, (left, top, right, bottom))
+
+
+def _crop_is_one_colour(image: Image.Image, box: tuple[int, int, int, int]) -> bool:
+    extrema: Any = image.crop(box).getextrema()
     bands = extrema if isinstance(extrema[0], tuple) else (extrema,)
     return all(low == high for low, high in bands)
+
+
+# Modes whose raw bytes are a fixed number per pixel (and equal exactly when the pixels
+# are equal), so they can be compared as 8-bit bands.
+_BYTE_MODES: Final = frozenset(
+    {"L", "LA", "P", "RGB", "RGBA", "I", "I;16", "I;16B", "I;16L", "I;16N"}
+)
+_BANDS_FOR_BYTES: Final = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
+_NONZERO: Final = [0] + [255] * 255
+
+
+def _byte_view(image: Image.Image) -> Image.Image:
+    """The image as 8-bit bands whose pixels are equal exactly where the image's are."""
+    if image.mode == "1":
+        return image.convert("L")
+    if image.mode in ("L", "LA", "RGB", "RGBA"):
+        return image
+    raw = image.tobytes()
+    per_pixel = len(raw) // max(1, image.width * image.height)
+    return Image.frombytes(_BANDS_FOR_BYTES[per_pixel], image.size, raw)
+
+
+def _any_band(image: Image.Image) -> Image.Image:
+    """An "L" mask: 255 where any band of `image` is nonzero, 0 elsewhere."""
+    bands = image.split()
+    mask = bands[0]
+    for band in bands[1:]:
+        mask = ImageChops.lighter(mask, band)
+    return mask.point(_NONZERO)
+
+
+class _Uniformity:
+    """Answers "is this area of the image one colour" in time nearly independent of its area.
+
+    It keeps masks (255 where a pixel differs from its left neighbour, its upper
+    one, either) and a mask of the 16 x 16 tiles holding any such pixel, built on
+    first use; `refresh` recomputes them where the image was drawn on since. An
+    area is one colour when its first row and first column are and no pixel of
+    the rest of it differs from its left or upper neighbour. Small areas, and modes it cannot compare bytewise, are
+    cropped and read as `single_colour` reads them.
+    """
+
+    _TILE: Final = 16
+    _SMALL: Final = 16384
+    _BAND_ROWS: Final = 256
+
+    def __init__(self, image: Image.Image) -> None:
+        self._image = image
+        self._edges: Image.Image | None = None
+        self._left: Image.Image | None = None
+        self._upper: Image.Image | None = None
+        self._tiles: Image.Image | None = None
+
+    def whole(self, image: Image.Image, box: tuple[int, int, int, int]) -> bool:
+        """Whether the area `box` (inside the image) is one colour; the `whole` of `_single_colour`."""
+        left, top, right, bottom = box
+        if (right - left) * (bottom - top) <= self._SMALL or image.mode not in _BYTE_MODES | {"1"}:
+            return _crop_is_one_colour(image, box)
+        if self._edges is None:
+            self._build()
+        assert self._left is not None
+        assert self._upper is not None
+        if self._left.crop((left + 1, top, right, top + 1)).getbbox() is not None:
+            return False
+        if self._upper.crop((left, top + 1, left + 1, bottom)).getbbox() is not None:
+            return False
+        return not self._any_edge(left + 1, top + 1, right, bottom)
+
+    def refresh(self, regions: list[tuple[float, float, float, float]]) -> None:
+        """Recompute the masks over `regions`, where pixels may have changed since they were built."""
+        if self._edges is None:
+            return
+        width, height = self._image.size
+        for x0, y0, x1, y1 in regions:
+            # A pixel's edge value also depends on its left and upper neighbours.
+            left, top = max(math.floor(x0), 0), max(math.floor(y0), 0)
+            right, bottom = min(math.ceil(x1) + 1, width), min(math.ceil(y1) + 1, height)
+            if left < right and top < bottom:
+                self._update((left, top, right, bottom))
+
+    def _build(self) -> None:
+        width, height = self._image.size
+        tile = self._TILE
+        self._edges = Image.new("L", (width, height))
+        self._left = Image.new("L", (width, height))
+        self._upper = Image.new("L", (width, height))
+        self._tiles = Image.new("L", (-(-width // tile), -(-height // tile)))
+        for top in range(0, height, self._BAND_ROWS):
+            self._update((0, top, width, min(top + self._BAND_ROWS, height)))
+
+    def _update(self, area: tuple[int, int, int, int]) -> None:
+        assert self._edges is not None
+        assert self._left is not None
+        assert self._upper is not None
+        assert self._tiles is not None
+        left, top, right, bottom = area
+        width, height = right - left, bottom - top
+        # Row 0 and column 0 compare with Pillow's zero fill; no query reads them.
+        view = _byte_view(self._image.crop((left - 1, top - 1, right, bottom)))
+        here = view.crop((1, 1, width + 1, height + 1))
+        left_edges = _any_band(ImageChops.difference(here, view.crop((0, 1, width, height + 1))))
+        upper_edges = _any_band(ImageChops.difference(here, view.crop((1, 0, width + 1, height))))
+        self._left.paste(left_edges, (left, top))
+        self._upper.paste(upper_edges, (left, top))
+        self._edges.paste(ImageChops.lighter(left_edges, upper_edges), (left, top))
+        tile = self._TILE
+        tl, tt = left // tile, top // tile
+        tr, tb = -(-right // tile), -(-bottom // tile)
+        block = self._edges.crop((tl * tile, tt * tile, tr * tile, tb * tile))
+        self._tiles.paste(block.reduce(4).point(_NONZERO).reduce(4).point(_NONZERO), (tl, tt))
+
+    def _any_edge(self, x0: int, y0: int, x1: int, y1: int) -> bool:
+        edges, tiles = self._edges, self._tiles
+        assert edges is not None
+        assert tiles is not None
+        tile = self._TILE
+        i0, j0, i1, j1 = -(-x0 // tile), -(-y0 // tile), x1 // tile, y1 // tile
+        if i0 >= i1 or j0 >= j1:
+            return edges.crop((x0, y0, x1, y1)).getbbox() is not None
+        if tiles.crop((i0, j0, i1, j1)).getbbox() is not None:
+            return True
+        strips = (
+            (x0, y0, x1, j0 * tile),
+            (x0, j1 * tile, x1, y1),
+            (x0, j0 * tile, i0 * tile, j1 * tile),
+            (i1 * tile, j0 * tile, x1, j1 * tile),
+        )
+        return any(
+            edges.crop(strip).getbbox() is not None
+            for strip in strips
+            if strip[0] < strip[2] and strip[1] < strip[3]
+        )
 
 
 @functools.cache
@@ -204,19 +414,39 @@ def _label_stamp(label: str, mode: str) -> tuple[int, int, Image.Image] | None:
 
 
 def _draw_mark(
-    image: Image.Image, draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], label: str
+    image: Image.Image,
+    draw: ImageDraw.ImageDraw,
+    box: tuple[int, int, int, int],
+    label: str,
+    touched: list[tuple[float, float, float, float]],
 ) -> None:
-    """The reference's mark: a red outline, then the number on black at the bottom-left corner."""
+    """The reference's mark: a red outline, then the number on black at the bottom-left corner.
+
+    Adds to `touched`, before drawing each part, areas holding every pixel it may change.
+    """
     x, y, right, bottom = box
     right = min(right, image.size[0] + _DRAW_MARGIN)
     bottom = min(bottom, image.size[1] + _DRAW_MARGIN)
+    pad = 2
+    touched.extend(
+        [
+            (x - pad, y - pad, right + pad, y + pad),
+            (x - pad, bottom - pad, right + pad, bottom + pad),
+            (x - pad, y - pad, x + pad, bottom + pad),
+            (right - pad, y - pad, right + pad, bottom + pad),
+        ]
+    )
     draw.rectangle([(x, y), (right, bottom)], outline="red", width=1)
     stamp = _label_stamp(label, image.mode)
     if stamp is None:
+        x0, y0, x1, y1 = draw.textbbox((x, bottom), label, font=_font(), anchor="lb")
+        touched.append((x0 - _STAMP_PAD, y0 - _STAMP_PAD, x1 + _STAMP_PAD, y1 + _STAMP_PAD))
         _draw_label(draw, (x, bottom), label)
     else:
         left, top, pixels = stamp
-        image.paste(pixels, (x + left, bottom + top))
+        x, y = x + left, bottom + top
+        touched.append((x - pad, y - pad, x + pixels.width + pad, y + pixels.height + pad))
+        image.paste(pixels, (x, y))
 
 
 def tag_screenshot(
@@ -246,10 +476,9 @@ def tag_screenshot(
     sx = sy = 1.0
     if size is not None and size != image.size:
         sx, sy = size[0] / image.size[0], size[1] / image.size[1]
-        if image.mode not in ("RGB", "RGBA", "L"):
-            image = image.convert("RGBA" if "A" in image.mode else "RGB")
-        image = image.resize(size, Image.Resampling.LANCZOS)
+        image = resample_screenshot(image, size)
     probe = image.copy() if test_original else image
+    uniformity = _Uniformity(probe)
     draw = ImageDraw.Draw(image)
     masks: list[Mask] = []
     rows = [ELEMENT_TABLE_HEADER]
@@ -264,15 +493,17 @@ def tag_screenshot(
         box = (x, y, x + w, y + h)
         if (sx, sy) != (1.0, 1.0):
             box = (round(x * sx), round(y * sy), round((x + w) * sx), round((y + h) * sy))
-        if single_colour(probe, box):
+        if _single_colour(probe, box, uniformity.whole):
             continue
         index = len(masks) + 1
+        touched: list[tuple[float, float, float, float]] = []
         try:
-            _draw_mark(image, draw, box, str(index))
+            _draw_mark(image, draw, box, str(index), touched)
         except ValueError:
             continue  # the reference skips a node whose drawing Pillow refuses
+        finally:
+            if probe is image:
+                uniformity.refresh(touched)
         masks.append((x, y, w, h))
         rows.append(f"{index}\t{node.tag!s}\t{node.get('name', '')}\t{text_cell(node, keys)}")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return SetOfMarks(tuple(masks), buffer.getvalue(), "\n".join(rows))
+    return SetOfMarks(tuple(masks), encode_png(image), "\n".join(rows))

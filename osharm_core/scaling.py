@@ -27,7 +27,6 @@ The vendors' documented numbers:
 
 from __future__ import annotations
 
-import io
 import math
 import re
 from collections.abc import Mapping
@@ -35,11 +34,10 @@ from types import MappingProxyType
 from typing import Final
 
 import attrs
-from PIL import Image
 
 from osharm_core.errors import ConfigError, ScreenshotError, excerpt
 from osharm_core.frames import MAX_FRAME_SIDE, CoordinateFrame, Grid, Rounding
-from osharm_core.marks import open_screenshot
+from osharm_core.marks import encode_png, open_screenshot, resample_screenshot
 from osharm_core.observation import png_size
 
 #: The patch size Qwen-VL processors resize to multiples of.
@@ -288,15 +286,8 @@ def resize_png(png: bytes, size: tuple[int, int]) -> bytes:
     image = open_screenshot(png)
     if image.size == size:
         return png
-    if image.mode not in ("RGB", "RGBA", "L"):
-        image = image.convert(
-            "RGBA" if "A" in image.mode or "transparency" in image.info else "RGB"
-        )
-    resized = image.resize(size, Image.Resampling.LANCZOS)
-    buffer = io.BytesIO()
     # zlib level 3: on resampled screenshots both faster and smaller than the default 6.
-    resized.save(buffer, format="PNG", compress_level=3)
-    return buffer.getvalue()
+    return encode_png(resample_screenshot(image, size), compress_level=3)
 
 
 def scale_screenshot(png: bytes, preset: ScalingPreset) -> tuple[bytes, CoordinateFrame]:

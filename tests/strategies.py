@@ -534,6 +534,28 @@ def small_images(draw: st.DrawFn) -> _Image.Image:
     return image
 
 
+@st.composite
+def patchwork_images(draw: st.DrawFn, modes: tuple[str, ...] = tuple(_MODE_VALUES)) -> _Image.Image:
+    """A small image in one of `modes`: a background with a few rectangles of other values,
+    so both one-colour areas and mixed ones of every size are common."""
+    mode = draw(st.sampled_from(sorted(modes)))
+    values = _MODE_VALUES[mode]
+    image = _Image.new(mode, (draw(st.integers(1, 70)), draw(st.integers(1, 50))), values[0])
+    for _ in range(draw(st.integers(0, 4))):
+        x, y = draw(st.integers(0, image.width - 1)), draw(st.integers(0, image.height - 1))
+        w, h = draw(st.integers(1, 40)), draw(st.integers(1, 40))
+        image.paste(
+            draw(st.sampled_from(values)), (x, y, min(x + w, image.width), min(y + h, image.height))
+        )
+    return image
+
+
+#: Boxes `(x, y, w, h)` over and around a patchwork image, as a tree gives them.
+patchwork_boxes = st.tuples(
+    st.integers(-10, 75), st.integers(-10, 55), st.integers(1, 80), st.integers(1, 60)
+)
+
+
 #: Crop boxes around a tiny image: inside, overlapping an edge, or wholly outside.
 small_boxes = st.tuples(
     st.integers(-4, 12), st.integers(-4, 12), st.integers(1, 14), st.integers(1, 14)
@@ -926,3 +948,66 @@ _SPLITTER_PIECES = st.sampled_from(
 python_ish_code = st.lists(
     _SPLITTER_PIECES | st.text(alphabet="ab ;#'\"\\\n\t", max_size=6), max_size=30
 ).map("".join)
+
+
+# --- raw PNGs of every colour type and bit depth ---------------------------------------------
+
+import struct as _struct  # noqa: E402  (kept inside this section)
+import zlib as _zlib  # noqa: E402
+
+#: PNG colour type -> (channels, allowed bit depths).
+PNG_COLOUR_TYPES = {
+    0: (1, (1, 2, 4, 8, 16)),
+    2: (3, (8, 16)),
+    3: (1, (1, 2, 4, 8)),
+    4: (2, (8, 16)),
+    6: (4, (8, 16)),
+}
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    """One PNG chunk with its length and CRC."""
+    return (
+        _struct.pack(">I", len(data)) + kind + data + _struct.pack(">I", _zlib.crc32(kind + data))
+    )
+
+
+def raw_png(
+    width: int, height: int, depth: int, colour_type: int, rows: list[bytes], extra: bytes = b""
+) -> bytes:
+    """A PNG written chunk by chunk (any colour type, depth and ancillary chunks before IDAT)."""
+    header = _struct.pack(">IIBBBBB", width, height, depth, colour_type, 0, 0, 0)
+    data = _zlib.compress(b"".join(b"\x00" + row for row in rows))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + extra
+        + png_chunk(b"IDAT", data)
+        + png_chunk(b"IEND", b"")
+    )
+
+
+@st.composite
+def png_modes(draw: st.DrawFn) -> tuple[bytes, int, int, bool]:
+    """A small PNG of any colour type and bit depth, random pixels, with or without a tRNS chunk.
+
+    Returns the bytes, colour type, bit depth and whether a tRNS chunk is present.
+    """
+    colour_type = draw(st.sampled_from(sorted(PNG_COLOUR_TYPES)))
+    channels, depths = PNG_COLOUR_TYPES[colour_type]
+    depth = draw(st.sampled_from(depths))
+    width, height = draw(st.integers(1, 24)), draw(st.integers(1, 24))
+    row_bytes = (width * channels * depth + 7) // 8
+    rows = [draw(st.binary(min_size=row_bytes, max_size=row_bytes)) for _ in range(height)]
+    sample = st.integers(0, (1 << depth) - 1)
+    extra = b""
+    if colour_type == 3:
+        extra = png_chunk(b"PLTE", draw(st.binary(min_size=3 << depth, max_size=3 << depth)))
+    transparent = colour_type in (0, 2, 3) and draw(st.booleans())
+    if transparent and colour_type == 0:
+        extra += png_chunk(b"tRNS", _struct.pack(">H", draw(sample)))
+    elif transparent and colour_type == 2:
+        extra += png_chunk(b"tRNS", _struct.pack(">HHH", draw(sample), draw(sample), draw(sample)))
+    elif transparent:
+        extra += png_chunk(b"tRNS", draw(st.binary(min_size=1, max_size=1 << depth)))
+    return raw_png(width, height, depth, colour_type, rows, extra), colour_type, depth, transparent

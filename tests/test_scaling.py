@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import os
+import struct
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,11 +15,12 @@ from PIL import Image
 
 from adapters.registry import scaling_preset_for
 from osharm_core import AgentConfig, AgentState, ConfigError, ScreenshotError, tag_screenshot
+from osharm_core.marks import encode_png, resample_screenshot
 from osharm_core.observation import png_size
-from osharm_core.scaling import PRESETS, preset_for_model, resolve_preset, smart_resize
+from osharm_core.scaling import PRESETS, preset_for_model, resize_png, resolve_preset, smart_resize
 from osharm_core.step import prepare_step
 from tests.conftest import fixture_observation, png_claiming
-from tests.strategies import screen_sizes
+from tests.strategies import png_chunk, png_modes, raw_png, screen_sizes
 
 
 @given(screen_sizes)
@@ -193,3 +196,106 @@ def test_a_screenshot_at_the_largest_side_is_framed_unless_sent_larger(
         return
     with pytest.raises(ScreenshotError, match="would send it at"):
         preset.frame_for(*size)
+
+
+# --- image modes on the scaled paths -----------------------------------------------------------
+
+TREE = (
+    '<desktop-frame xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
+    'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component">'
+    '<push-button name="OK" st:showing="true" st:visible="true" st:enabled="true" '
+    'cp:screencoord="(10, 20)" cp:size="(80, 30)"/></desktop-frame>'
+)
+
+
+def grey_with_key(depth: int, key: int) -> bytes:
+    """A 200 x 100 grey PNG at `depth` bits: left half `key` (the tRNS colour), right half not."""
+    samples = [key] * 100 + [(key + 1) % (1 << depth)] * 100
+    bits = "".join(format(v, f"0{depth}b") for v in samples)
+    bits += "0" * (-len(bits) % 8)
+    row = int(bits, 2).to_bytes(len(bits) // 8, "big")
+    return raw_png(200, 100, depth, 0, [row] * 100, png_chunk(b"tRNS", struct.pack(">H", key)))
+
+
+@pytest.mark.parametrize("depth", [1, 8, 16])
+def test_scaled_grey_with_a_transparent_colour_keeps_it_as_alpha(depth: int) -> None:
+    """Grey PNGs with tRNS at any depth are scaled to RGBA with the key colour transparent, both
+    paths; 1- and 16-bit ones raised a raw ValueError in set-of-marks."""
+    screenshot = grey_with_key(depth, 1)
+    tagged = tag_screenshot(screenshot, TREE, size=(100, 50)).tagged_screenshot
+    for scaled in (resize_png(screenshot, (100, 50)), tagged):
+        image = Image.open(io.BytesIO(scaled))
+        assert (image.mode, image.size) == ("RGBA", (100, 50))
+        assert image.getpixel((5, 40))[3] == 0
+        assert image.getpixel((95, 40))[3] == 255
+
+
+def test_scaled_palette_with_transparency_does_not_warn() -> None:
+    """A palette PNG with tRNS is converted to RGBA, which Pillow does without its UserWarning."""
+    screenshot = raw_png(
+        40,
+        20,
+        8,
+        3,
+        [bytes(range(40))] * 20,
+        png_chunk(b"PLTE", bytes(range(256)) * 3) + png_chunk(b"tRNS", bytes(range(0, 256, 4))),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tagged = tag_screenshot(screenshot, TREE, size=(20, 10)).tagged_screenshot
+        assert Image.open(io.BytesIO(tagged)).mode == "RGBA"
+        assert Image.open(io.BytesIO(resize_png(screenshot, (20, 10)))).mode == "RGBA"
+
+
+def test_scaled_16_bit_grey_is_scaled_not_clipped() -> None:
+    """A 0-65535 gradient comes out as a 0-255 gradient (it was 99 % white)."""
+    row = b"".join(round(x * 65535 / 399).to_bytes(2, "big") for x in range(400))
+    screenshot = raw_png(400, 100, 16, 0, [row] * 100)
+    tagged = tag_screenshot(screenshot, TREE, size=(200, 50)).tagged_screenshot
+    for scaled in (resize_png(screenshot, (200, 50)), tagged):
+        image = Image.open(io.BytesIO(scaled)).convert("L")
+        values = [image.getpixel((x, 45)) for x in range(image.width)]
+        assert values[0] <= 2
+        assert values[-1] >= 250
+        assert values[100] in range(120, 136)
+        assert values == sorted(values)
+
+
+def test_an_image_pillow_cannot_write_is_a_screenshot_error() -> None:
+    """An encoding failure is typed, naming the image's mode and size (it was Pillow's ValueError)."""
+    bad = Image.new("RGB", (4, 4))
+    bad.info["transparency"] = 5
+    with pytest.raises(ScreenshotError, match=r"\(RGB, 4 x 4\) cannot be encoded as PNG"):
+        encode_png(bad)
+    assert Image.open(io.BytesIO(encode_png(resample_screenshot(bad, (2, 2))))).mode == "RGBA"
+
+
+@given(png_modes())
+def test_every_png_mode_scales_to_a_png_or_a_screenshot_error(
+    case: tuple[bytes, int, int, bool],
+) -> None:
+    """Any colour type, depth and tRNS: both scaled paths give a PNG of the size asked for (RGBA
+    when a tRNS chunk was read) or a ScreenshotError, never a raw error or a warning."""
+    screenshot, _colour_type, _depth, transparent = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            source = Image.open(io.BytesIO(screenshot))
+            source.load()
+        except (OSError, ValueError, SyntaxError):
+            source = None
+        size = (7, 5)
+        for produce in (
+            lambda: resize_png(screenshot, size),
+            lambda: tag_screenshot(screenshot, TREE, size=size).tagged_screenshot,
+        ):
+            try:
+                scaled = produce()
+            except ScreenshotError:
+                continue
+            image = Image.open(io.BytesIO(scaled))
+            assert image.size == size
+            assert image.mode in ("L", "RGB", "RGBA")
+            if source is not None and "transparency" in source.info:
+                assert transparent
+                assert image.mode == "RGBA"
