@@ -328,7 +328,8 @@ def test_set_of_marks_with_the_index_equals_literal_crops(
 
 @pytest.mark.parametrize("test_original", [False, True])
 def test_many_large_one_colour_boxes_take_time_linear_in_the_tree(test_original: bool) -> None:
-    """3,000 screen-sized boxes whose samples agree on a one-colour screen: was ~12 s, is well under 2 s."""
+    """3,000 screen-sized boxes whose samples agree on a one-colour screen, with the marks of a
+    plain crop per box (the time is a ratio benchmark: tests/benchmarks/test_bench_core.py)."""
     image = Image.new("RGB", (1920, 1080), (255, 0, 0))
     image.putpixel((1, 1), (0, 0, 255))
     xml = tree(
@@ -338,9 +339,7 @@ def test_many_large_one_colour_boxes_take_time_linear_in_the_tree(test_original:
             for i in range(3000)
         )
     )
-    start = time.perf_counter()
     result = tag_screenshot(png(image), xml, test_original=test_original)
-    assert time.perf_counter() - start < 2
     assert len(result.masks) == 43
 
 
