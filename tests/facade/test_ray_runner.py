@@ -250,13 +250,16 @@ def test_budgets_hold_on_ray_episode_caps_in_the_actors_run_cap_at_the_driver(
         actors=2,
         budget=budget,
     )
-    statuses = [o.status for o in result]
-    ran = statuses.count("finished")
+    # Which tasks the two actors get first depends on how fast each starts: the counts are
+    # fixed, the order is not (a slow actor may leave `_b` stopped while `_c` finished).
+    finished = [o for o in result if o.status == "finished"]
+    stopped = [o for o in result if o.status == "stopped"]
+    ran = len(finished)
     assert ran in (2, 3)
-    assert statuses == ["finished"] * ran + ["stopped"] * (4 - ran)
-    assert all("ended early" in o.detail for o in result[:ran])
-    assert all("run budget exceeded" in o.detail for o in result[2:])
-    assert [o.steps for o in result[:ran]] == [1, 1, 0][:ran]
+    assert len(stopped) == 4 - ran
+    assert all("ended early" in o.detail for o in finished)
+    assert all("run budget exceeded" in o.detail for o in stopped)
+    assert sorted(o.steps for o in finished) == sorted([1, 1, 0][:ran])
     assert result.summary.steps == 2
     assert result.summary.stopped == 4 - ran
     assert budget.run_totals.tokens == 2 * 14
