@@ -43,6 +43,7 @@ from adapters.runs.vm_http import VmUnanswered, seconds_limit
 from adapters.trajectories.osharm import (
     RESULT_FILE,
     UNSCORED_FILE,
+    AgentFacts,
     ResultWriter,
     TaskInfo,
     arun_episode,
@@ -348,7 +349,7 @@ def _stopped_by(
     return TaskOutcome(task, folder, "stopped", detail=f"run budget exceeded: {reason}")
 
 
-class _Meter:
+class _Meter(AgentFacts):
     """One episode's agent, counted: each model step is told to the listener; the
     episode's usage and cost are the agent's `usage_totals` (a `PromptAgent` keeps them)."""
 
@@ -374,26 +375,6 @@ class _Meter:
         answer = await self.agent.apredict(instruction, obs)
         self._stepped()
         return answer
-
-    @property
-    def linearized_tree(self) -> Any:
-        """The agent's last linearized tree, for the result writer (see `PromptAgent`)."""
-        return getattr(self.agent, "linearized_tree", None)
-
-    @property
-    def last_request(self) -> Any:
-        """The agent's last request, for the result writer's marks and frame (see `PromptAgent`)."""
-        return getattr(self.agent, "last_request", None)
-
-    @property
-    def last_reply_frame(self) -> Any:
-        """The frame the agent read its last reply in, for the result writer (see `PromptAgent`)."""
-        return getattr(self.agent, "last_reply_frame", None)
-
-    @property
-    def last_prepaid(self) -> Any:
-        """Whether the agent's last reply was replayed from a recording (see `PromptAgent`)."""
-        return getattr(self.agent, "last_prepaid", False)
 
     def outcome(
         self,

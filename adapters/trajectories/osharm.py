@@ -698,7 +698,32 @@ class _Ended:
     score: float | None
 
 
-class _Awaitable:
+class AgentFacts:
+    """What `arun_episode` reads from the agent after each step, for a wrapper holding the
+    agent as `self.agent`: its last linearized tree, request, reply frame and whether the
+    reply was replayed (see `PromptAgent`); the defaults when the agent has none."""
+
+    def _fact(self, name: str, default: object = None) -> object:
+        return getattr(getattr(self, "agent", None), name, default)
+
+    @property
+    def linearized_tree(self) -> object:
+        return self._fact("linearized_tree")
+
+    @property
+    def last_request(self) -> object:
+        return self._fact("last_request")
+
+    @property
+    def last_reply_frame(self) -> object:
+        return self._fact("last_reply_frame")
+
+    @property
+    def last_prepaid(self) -> object:
+        return self._fact("last_prepaid", False)
+
+
+class _Awaitable(AgentFacts):
     """A synchronous agent and environment behind the async names `arun_episode` calls."""
 
     def __init__(self, agent: _Agent, env: _Env) -> None:
@@ -708,22 +733,6 @@ class _Awaitable:
         self, instruction: str, obs: Mapping[str, Any]
     ) -> tuple[str, list[Action] | None]:
         return self.agent.predict(instruction, obs)
-
-    @property
-    def linearized_tree(self) -> object:
-        return getattr(self.agent, "linearized_tree", None)
-
-    @property
-    def last_request(self) -> object:
-        return getattr(self.agent, "last_request", None)
-
-    @property
-    def last_reply_frame(self) -> object:
-        return getattr(self.agent, "last_reply_frame", None)
-
-    @property
-    def last_prepaid(self) -> object:
-        return getattr(self.agent, "last_prepaid", False)
 
     async def step(
         self, action: Action, pause: float = 0
