@@ -11,31 +11,31 @@ import math
 from typing import Any
 
 
-class NotFinite(ValueError):
+class _NotFinite(ValueError):
     """A number JSON cannot carry (`NaN`, `Infinity`, `1e999`); its text is the argument."""
 
 
 def _finite(text: str) -> float:
     number = float(text)
     if not math.isfinite(number):
-        raise NotFinite(text)
+        raise _NotFinite(text)
     return number
 
 
 def _refused(text: str) -> float:
-    raise NotFinite(text)
+    raise _NotFinite(text)
 
 
 def strict_loads(data: str | bytes) -> Any:
-    """`json.loads(data)`, refusing non-finite numbers with `NotFinite` (a `ValueError`).
+    """`json.loads(data)`, refusing non-finite numbers with `_NotFinite` (a `ValueError`).
 
     >>> strict_loads('{"x": 1.5}')
     {'x': 1.5}
     >>> strict_loads('[NaN]')
     Traceback (most recent call last):
-    adapters._strict_json.NotFinite: NaN
+    adapters._strict_json._NotFinite: NaN
     """
     return json.loads(data, parse_constant=_refused, parse_float=_finite)
 
 
-__all__ = ["NotFinite", "strict_loads"]
+__all__ = ["strict_loads"]

@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 import httpx
 
 from adapters._files import new_file
-from adapters._strict_json import NotFinite, strict_loads
+from adapters._strict_json import _NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
 from adapters.errors import EnvironmentFailure, RevertFailure, error_line, error_text
@@ -410,7 +410,7 @@ def _execute_answer(body: bytes) -> dict[str, Any]:
     deeper in the stack, might not take), are refused like text that is not JSON."""
     try:
         answer = strict_loads(body)
-    except NotFinite as exc:
+    except _NotFinite as exc:
         raise EnvironmentFailure(
             f"POST /execute did not return JSON: it holds {excerpt(str(exc))}, not a finite number"
         ) from None

@@ -275,6 +275,7 @@ class EpisodeActor:
         self.max_steps, self.episode_timeout = max_steps, episode_timeout
         self.limiter, self.episode_caps = limiter, episode_caps
         self.continue_unfinished = continue_unfinished
+        self._under_way: set[asyncio.Future[TaskOutcome]] = set()
 
     def ready(self) -> bool:
         """True once the actor runs (the driver hands it tasks only then)."""
@@ -287,7 +288,7 @@ class EpisodeActor:
         event loop, so it ends as `arun_task_list`'s cancelled episodes do (its environment
         closed once the call under way returns).
         """
-        return await self._episode(task, None)
+        return await self._started(task, None)
 
     async def stream(self, task: OsworldTask) -> AsyncIterator[tuple[int, int] | TaskOutcome]:
         """`run`, yielding (step, max_steps) as each model step comes back, then the outcome.
@@ -296,7 +297,7 @@ class EpisodeActor:
         steps while the episode runs; `ray.cancel` of it cancels the episode as for `run`.
         """
         steps: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
-        episode = asyncio.ensure_future(self._episode(task, _Steps(steps.put_nowait)))
+        episode = self._started(task, _Steps(steps.put_nowait))
         episode.add_done_callback(lambda _: steps.put_nowait(None))
         try:
             while (step := await steps.get()) is not None:
@@ -306,6 +307,22 @@ class EpisodeActor:
             if not episode.done():  # the call was cancelled: so is its episode, waited for
                 episode.cancel()
                 await asyncio.wait([episode])
+
+    async def settle(self) -> None:
+        """Wait until the episodes under way here have ended. Ray may report a cancelled call
+        ended before its episode has closed its environment; the driver asks this before it
+        kills the actor."""
+        if self._under_way:
+            await asyncio.wait(list(self._under_way))
+
+    def _started(
+        self, task: OsworldTask, listener: RunListener | None
+    ) -> asyncio.Future[TaskOutcome]:
+        """The episode of `task` as a task on this actor's loop, known to `settle`."""
+        episode = asyncio.ensure_future(self._episode(task, listener))
+        self._under_way.add(episode)
+        episode.add_done_callback(self._under_way.discard)
+        return episode
 
     def _episode(
         self, task: OsworldTask, listener: RunListener | None
@@ -666,17 +683,34 @@ def _drive(
         # An episode raised, or the run was interrupted: the others are cancelled and waited
         # for, so each closes its environment (a VM stopped, a recording saved) before the
         # actors are killed, as `arun_task_list` stops its episodes.
-        _stop_running(ray, list(running), steps)
+        _stop_running(ray, list(running), steps, [r.actor for r in running.values()])
         raise
 
 
-def _stop_running(ray: Any, calls: list[Any], steps: bool, timeout: float = STOP_TIMEOUT) -> None:
+def _stop_running(
+    ray: Any, calls: list[Any], steps: bool, actors: list[Any], timeout: float = STOP_TIMEOUT
+) -> None:
     """Cancel the episodes under way (`ray.cancel`: each ends as a cancelled `arun_task`,
-    closing its environment) and wait at most `timeout` seconds for them to end."""
+    closing its environment) and wait at most `timeout` seconds for them to end, on their
+    `actors` too (`EpisodeActor.settle`)."""
     for call in calls:
         with contextlib.suppress(Exception):  # one that has ended already
             ray.cancel(call)
     deadline = time.monotonic() + timeout
+    _wait_calls(ray, calls, steps, deadline)
+    if actors:
+        with contextlib.suppress(Exception):  # an actor that has died has nothing to close
+            settled = [actor.settle.remote() for actor in actors]
+            ray.wait(
+                settled,
+                num_returns=len(settled),
+                timeout=max(0.0, deadline - time.monotonic()),
+            )
+
+
+def _wait_calls(ray: Any, calls: list[Any], steps: bool, deadline: float) -> None:
+    """Wait until the cancelled `calls` have ended (a streamed one once its items are all
+    taken), or `deadline` (`time.monotonic()`) has passed."""
     while calls:
         ready, calls = ray.wait(calls, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
         if not ready:

@@ -36,7 +36,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from adapters._files import create_file, open_appending, read_regular
-from adapters._strict_json import NotFinite, strict_loads
+from adapters._strict_json import _NotFinite, strict_loads
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryError, TrajectoryExistsError, UnwritableRecord
 from osharm_core import (
@@ -720,7 +720,7 @@ def parse_entry(line: str, position: int = 1) -> Result[TrajectoryEntry, str]:
     """
     try:
         obj = strict_loads(line)
-    except NotFinite as exc:
+    except _NotFinite as exc:
         return Failure(f"not JSON: it holds {excerpt(str(exc))}, not a finite number")
     except ValueError as exc:
         return Failure(f"not JSON: {exc}")
