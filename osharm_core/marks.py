@@ -267,6 +267,7 @@ class _Uniformity:
     _TILE: Final = 16
     _SMALL: Final = 16384
     _BAND_ROWS: Final = 256
+    _BUILD_AFTER: Final = 4
 
     def __init__(self, image: Image.Image) -> None:
         self._image = image
@@ -274,14 +275,26 @@ class _Uniformity:
         self._left: Image.Image | None = None
         self._upper: Image.Image | None = None
         self._tiles: Image.Image | None = None
+        # Areas drawn on since the masks were last brought up to date (see `refresh`).
+        self._pending: list[tuple[float, float, float, float]] = []
+        # Pixels read by plain crops so far: the masks cost a few reads of the whole image to
+        # build, so they are built only once crops would have read more than that.
+        self._read = 0
 
     def whole(self, image: Image.Image, box: tuple[int, int, int, int]) -> bool:
         """Whether the area `box` (inside the image) is one colour; the `whole` of `_single_colour`."""
         left, top, right, bottom = box
-        if (right - left) * (bottom - top) <= self._SMALL or image.mode not in _BYTE_MODES | {"1"}:
+        area = (right - left) * (bottom - top)
+        if area <= self._SMALL or image.mode not in _BYTE_MODES | {"1"}:
             return _crop_is_one_colour(image, box)
         if self._edges is None:
+            width, height = self._image.size
+            if self._read + area <= self._BUILD_AFTER * width * height:
+                self._read += area
+                return _crop_is_one_colour(image, box)
             self._build()
+        elif self._pending:
+            self._catch_up()
         assert self._left is not None
         assert self._upper is not None
         if self._left.crop((left + 1, top, right, top + 1)).getbbox() is not None:
@@ -291,11 +304,17 @@ class _Uniformity:
         return not self._any_edge(left + 1, top + 1, right, bottom)
 
     def refresh(self, regions: list[tuple[float, float, float, float]]) -> None:
-        """Recompute the masks over `regions`, where pixels may have changed since they were built."""
-        if self._edges is None:
-            return
+        """Note `regions`, where pixels may have changed since the masks were built: they are
+        recomputed there when a large area is next asked about (most calls draw thousands of
+        marks and ask about a few large areas)."""
+        if self._edges is not None:
+            self._pending.extend(regions)
+
+    def _catch_up(self) -> None:
+        """Recompute the masks over every region drawn on since they were last up to date."""
         width, height = self._image.size
-        for x0, y0, x1, y1 in regions:
+        pending, self._pending = self._pending, []
+        for x0, y0, x1, y1 in pending:
             # A pixel's edge value also depends on its left and upper neighbours.
             left, top = max(math.floor(x0), 0), max(math.floor(y0), 0)
             right, bottom = min(math.ceil(x1) + 1, width), min(math.ceil(y1) + 1, height)

@@ -289,7 +289,10 @@ def test_uniformity_index_equals_literal_crops_while_drawing(
     """The index behind set-of-marks answers as a literal crop does, also after painting and refresh."""
     index = marks._Uniformity(image)
     values = list(pixels(image)) or [0]
-    with mock.patch.object(marks._Uniformity, "_SMALL", 0):
+    with (
+        mock.patch.object(marks._Uniformity, "_SMALL", 0),
+        mock.patch.object(marks._Uniformity, "_BUILD_AFTER", 0),
+    ):
         for x, y, w, h in boxes:
             box = (x, y, x + w, y + h)
             assert marks._single_colour(image, box, index.whole) == single_colour(image, box)
@@ -317,7 +320,10 @@ def test_set_of_marks_with_the_index_equals_literal_crops(
             for i, (x, y, w, h) in enumerate(boxes)
         )
     )
-    with mock.patch.object(marks._Uniformity, "_SMALL", 0):
+    with (
+        mock.patch.object(marks._Uniformity, "_SMALL", 0),
+        mock.patch.object(marks._Uniformity, "_BUILD_AFTER", 0),
+    ):
         indexed = tag_screenshot(png(image), xml, test_original=test_original, size=size)
     with mock.patch.object(
         marks._Uniformity, "whole", lambda _self, im, box: single_colour(im, box)
