@@ -67,7 +67,11 @@ def _repr(value: object) -> str:
     # Python refuses to write an int of more than 4,300 digits (about 14,284 bits) as text.
     if isinstance(value, int) and value.bit_length() > 14_000:
         return f"<an integer of {value.bit_length()} bits>"
-    return repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # a caller's object whose __repr__ raises
+        return f"<unprintable {type(value).__name__}>"
+    return text if isinstance(text, str) else f"<unprintable {type(value).__name__}>"
 
 
 class OsharmError(Exception):

@@ -81,3 +81,15 @@ def test_errors_pickle_with_their_fields(error: Exception) -> None:
     assert type(again) is type(error)
     assert str(again) == str(error)
     assert vars(again) == vars(error)
+
+
+def test_a_value_whose_repr_raises_is_still_quoted() -> None:
+    """Errors quote what they were given through `excerpt`; a caller's object (a revert
+    callable, a task config) whose `__repr__` raises used to turn the error into another."""
+    from osharm_core.errors import excerpt
+
+    class Odd:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert excerpt(Odd()) == "<unprintable Odd>"

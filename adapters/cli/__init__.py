@@ -52,8 +52,10 @@ from adapters.errors import (
     TrajectoryError,
     TrajectoryExistsError,
     UsageError,
+    error_text,
 )
 from adapters.registry import REGISTRY
+from adapters.runs.progress import printable
 from adapters.trajectories import replay as _replay
 from adapters.trajectories.jsonl import (
     TRAJECTORY_FILE,
@@ -788,12 +790,14 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace, TextIO], int]]] = {
 
 
 def _one_line(exc: BaseException | str) -> str:
-    """An error or its message on one line: lines joined with "; " (after a colon, with a space)."""
-    lines = [" ".join(line.split()) for line in str(exc).splitlines()]
+    """An error or its message on one line: lines joined with "; " (after a colon, with a space),
+    other control characters escaped (`printable`: a message can quote a hostile task or desktop)."""
+    message = exc if isinstance(exc, str) else error_text(exc)
+    lines = [" ".join(line.split()) for line in message.splitlines()]
     text = ""
     for line in filter(None, lines):
         text += (" " if not text or text.endswith(":") else "; ") + line
-    return text.strip() or type(exc).__name__
+    return printable(text.strip()) or type(exc).__name__
 
 
 def _failed(err: TextIO, message: str, status: int) -> int:

@@ -505,7 +505,9 @@ class OSWorldServerEnv:
         self.base_url = base_url.rstrip("/")
         timeout = seconds_limit("timeout", timeout, high=MAX_TIMEOUT, above_zero=True)
         if revert is not None and not callable(revert):
-            raise ConfigError(f"revert must be callable (e.g. a RevertCommand); got {revert!r}")
+            raise ConfigError(
+                f"revert must be callable (e.g. a RevertCommand); got {excerpt(revert)}"
+            )
         self.revert = revert
         self.ready_timeout = seconds_limit(
             "ready_timeout", ready_timeout, high=MAX_TIMEOUT, above_zero=True
@@ -650,7 +652,7 @@ class OSWorldServerEnv:
         except EnvironmentFailure as exc:
             raise RevertFailure(error_text(exc)) from None
         except Exception as exc:
-            raise RevertFailure(f"revert {self.revert!r}: {error_line(exc)}") from exc
+            raise RevertFailure(f"revert {excerpt(self.revert)}: {error_line(exc)}") from exc
         self._recording_started = False  # a recording under way did not survive the snapshot
         try:
             self.wait_until_ready()

@@ -162,12 +162,13 @@ def _name(task: OsworldTask) -> str:
 
 #: C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: what a
 #: terminal acts on (escape sequences, bells) or a reader of the output takes for a new line.
-_CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
-    r"""`text` with each control character written as its Python escape, so a name from a
-    task list can neither forge an output line nor send a terminal an escape sequence.
+    r"""`text` with each control character (and each bidirectional override, which can make
+    a line read otherwise than it is) written as its Python escape, so a name from a task
+    list can neither forge an output line nor send a terminal an escape sequence.
 
     >>> print(printable("os/evil\n[os/x] finished\x1b]0;title\x07\u2028"))
     os/evil\n[os/x] finished\x1b]0;title\x07\u2028

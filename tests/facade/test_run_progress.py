@@ -206,8 +206,9 @@ def test_the_cli_prints_the_summary_table_and_progress_on_request(
     assert captured.err == ""
 
 
-#: What a task name must not bring into an output line: C0, C1, DEL, U+2028, U+2029.
-_RAW_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: What a task name must not bring into an output line: C0, C1, DEL, U+2028, U+2029, and the
+#: bidirectional overrides and isolates (which make a line read otherwise than it is).
+_RAW_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @given(any_text)
@@ -221,6 +222,18 @@ def test_printable_escapes_every_control_character_and_keeps_the_rest(text: str)
         c.encode("unicode_escape").decode() if _RAW_CONTROL.match(c) else c for c in text
     )
     assert shown == escaped
+
+
+def test_a_bidi_override_in_a_name_is_escaped() -> None:
+    assert printable("os/\u202egpj.exe") == "os/\\u202egpj.exe"
+
+
+def test_an_error_detail_cannot_send_terminal_escapes() -> None:
+    """Task lines quote errors (a desktop's, a model server's): their ESC and BEL were kept."""
+    from adapters.cli import _one_line
+
+    assert _one_line(ValueError("bad\x1b]0;owned\x07\nnext")) == "bad\\x1b]0;owned\\x07; next"
+    assert _one_line("a\u202eb") == "a\\u202eb"
 
 
 def test_task_ids_cannot_forge_output_lines_or_send_terminal_escapes(
