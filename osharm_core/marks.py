@@ -117,6 +117,11 @@ def _decoded(data: bytes) -> Image.Image:
         ) from None
     except _PILLOW_ERRORS as exc:
         raise ScreenshotError(f"screenshot PNG cannot be decoded: {exc}") from None
+    key = image.info.get("transparency")
+    depth, colour_type = data[24:26] if len(data) > 25 else (8, 0)
+    if image.mode == "L" and colour_type == 0 and depth in (2, 4) and isinstance(key, int):
+        # Pillow widens 2- and 4-bit grey to 8 bits but leaves the tRNS key at its raw depth.
+        image.info["transparency"] = key * (255 // (2**depth - 1))
     return image
 
 

@@ -217,10 +217,11 @@ def grey_with_key(depth: int, key: int) -> bytes:
     return raw_png(200, 100, depth, 0, [row] * 100, png_chunk(b"tRNS", struct.pack(">H", key)))
 
 
-@pytest.mark.parametrize("depth", [1, 8, 16])
+@pytest.mark.parametrize("depth", [1, 2, 4, 8, 16])
 def test_scaled_grey_with_a_transparent_colour_keeps_it_as_alpha(depth: int) -> None:
     """Grey PNGs with tRNS at any depth are scaled to RGBA with the key colour transparent, both
-    paths; 1- and 16-bit ones raised a raw ValueError in set-of-marks."""
+    paths; 1- and 16-bit ones raised a raw ValueError in set-of-marks, and at 2 and 4 bits
+    Pillow widens the pixels to 8 bits but not the key (so it matched nothing)."""
     screenshot = grey_with_key(depth, 1)
     tagged = tag_screenshot(screenshot, TREE, size=(100, 50)).tagged_screenshot
     for scaled in (resize_png(screenshot, (100, 50)), tagged):
@@ -292,6 +293,8 @@ def test_every_png_mode_scales_to_a_png_or_a_screenshot_error(
             try:
                 scaled = produce()
             except ScreenshotError:
+                continue
+            if scaled == screenshot:  # already the size asked for: resize_png sends it as given
                 continue
             image = Image.open(io.BytesIO(scaled))
             assert image.size == size
