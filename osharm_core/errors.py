@@ -69,6 +69,8 @@ def _repr(value: object) -> str:
         return f"<an integer of {value.bit_length()} bits>"
     try:
         text = repr(value)
+    except RecursionError:
+        raise  # too deep to quote: callers say so in their own words
     except Exception:  # a caller's object whose __repr__ raises
         return f"<unprintable {type(value).__name__}>"
     return text if isinstance(text, str) else f"<unprintable {type(value).__name__}>"
