@@ -180,7 +180,7 @@ class RateLimiter:
     charged after each reply from its usage, so a call starts while the token
     budget is not in debt. `burst` is how many requests may go at once after
     a quiet spell (default: one second's worth, at least 1). `max_pause` caps any pause a header
-    asks for, and the token debt reported usage can build (a minute is charged at most per reply);
+    asks for (a reply's reported usage is charged at most a minute of the token budget);
     `fallback_pause` is the pause after a 429 that says nothing about when to
     come back. `waits` counts the turns that had to wait, `pauses` the pauses
     the provider's replies caused.
@@ -303,9 +303,7 @@ class RateLimiter:
                 self._tokens.refill(now)
                 cap = self._tokens.capacity * 60
                 # Compared before float(): float() of a 400-digit int raises.
-                level = self._tokens.level - (cap if tokens >= cap else float(tokens))
-                # Reported usage alone never puts the budget more than `max_pause` in debt.
-                self._tokens.level = max(level, -self.max_pause * self._tokens.rate)
+                self._tokens.level -= cap if tokens >= cap else float(tokens)
             # Anthropic's reset times are read by the reply's own clock, like Retry-After dates.
             answered = reply_time(lowered, self._now())
             budgets = self._budgets(lowered, answered)
