@@ -273,6 +273,10 @@ class _Uniformity:
     _SMALL: Final = 16384
     _BAND_ROWS: Final = 256
     _BUILD_AFTER: Final = 4
+    # Costs in pixels a plain crop reads in the same time: recomputing one drawn region, and
+    # rebuilding the masks (per pixel of the image).
+    _PER_REGION: Final = 50_000
+    _REBUILD: Final = 5
 
     def __init__(self, image: Image.Image) -> None:
         self._image = image
@@ -285,6 +289,8 @@ class _Uniformity:
         # Pixels read by plain crops so far: the masks cost a few reads of the whole image to
         # build, so they are built only once crops would have read more than that.
         self._read = 0
+        # Pixels read by plain crops since the masks were last brought up to date.
+        self._cropped = 0
 
     def whole(self, image: Image.Image, box: tuple[int, int, int, int]) -> bool:
         """Whether the area `box` (inside the image) is one colour; the `whole` of `_single_colour`."""
@@ -292,14 +298,27 @@ class _Uniformity:
         area = (right - left) * (bottom - top)
         if area <= self._SMALL or image.mode not in _BYTE_MODES | {"1"}:
             return _crop_is_one_colour(image, box)
+        width, height = self._image.size
         if self._edges is None:
-            width, height = self._image.size
             if self._read + area <= self._BUILD_AFTER * width * height:
                 self._read += area
                 return _crop_is_one_colour(image, box)
             self._build()
         elif self._pending:
-            self._catch_up()
+            # Bringing the masks up to date costs a fixed amount per drawn region (or one
+            # rebuild, when cheaper): plain crops answer until they have cost as much, so a
+            # run of small areas never pays more than twice what crops alone would.
+            rebuild = self._REBUILD * width * height
+            catch_up = len(self._pending) * self._PER_REGION
+            if self._cropped + area <= min(catch_up, rebuild):
+                self._cropped += area
+                return _crop_is_one_colour(image, box)
+            self._cropped = 0
+            if catch_up > rebuild:
+                self._pending = []
+                self._build()
+            else:
+                self._catch_up()
         assert self._left is not None
         assert self._upper is not None
         if self._left.crop((left + 1, top, right, top + 1)).getbbox() is not None:
