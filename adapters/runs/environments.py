@@ -192,8 +192,7 @@ class DesktopEnvAdapter:
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
-        checked = finite_number("step: reward is", reward)
-        reward = reward if type(reward) is int else checked  # DesktopEnv's 0 stays 0 in traj.jsonl
+        reward = finite_number("step: reward is", reward)  # DesktopEnv's 0 stays 0 in traj.jsonl
         if info is not None and not isinstance(info, Mapping):
             raise EnvironmentFailure(f"step: info is {type(info).__name__}, not a mapping")
         info = dict(info or {})
@@ -214,8 +213,7 @@ class DesktopEnvAdapter:
         score = _called("evaluate", self.env.evaluate)
         if score is None:
             return None
-        checked = finite_number("evaluate returned", score)
-        return score if type(score) is int else checked  # result.txt holds 1, as the reference's
+        return finite_number("evaluate returned", score)  # an int stays one, as in the reference
 
     def close(self) -> None:
         """`DesktopEnv.close()`, when it has one."""

@@ -11,7 +11,6 @@ naming the call.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from adapters.errors import (
     ResponseTooLargeError,
 )
 from osharm_core import ConfigError
-from osharm_core.errors import excerpt
+from osharm_core.errors import excerpt, is_finite_number
 
 #: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
 DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
@@ -59,10 +58,7 @@ def seconds_limit(
 ) -> float:
     """`value` as seconds when it is a finite number in 0..`high` (above 0 with
     `above_zero`), else a `ConfigError` naming `name` and the range."""
-    seconds = math.nan
-    if not isinstance(value, bool) and isinstance(value, int | float):
-        with contextlib.suppress(OverflowError):  # an int too large for a float
-            seconds = float(value)
+    seconds = float(value) if is_finite_number(value) else math.nan  # type: ignore[arg-type]
     low_ok = seconds > 0 if above_zero else seconds >= 0
     if not (low_ok and seconds <= high and math.isfinite(seconds)):
         if high == math.inf:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
-import math
 import os
 import re
 import shutil
@@ -73,7 +72,7 @@ from osharm_core import (
     linearize_accessibility_tree,
     thaw,
 )
-from osharm_core.errors import excerpt, number_excerpt
+from osharm_core.errors import excerpt, is_finite_number, number_excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.step import LinearizedTree, StepRequest
@@ -181,17 +180,15 @@ def _dumps(value: Any, what: str) -> str:
 
 
 def finite_number(what: str, value: object) -> float:
-    """`value` as a float when it is a finite number (not a bool), else an `EnvironmentFailure`
-    saying `what` it was (`evaluate returned nan, not a finite number`)."""
+    """`value` when it is a finite number (not a bool), else an `EnvironmentFailure` saying
+    `what` it was (`evaluate returned nan, not a finite number`). An int comes back as it
+    is (OSWorld's `DesktopEnv` gives rewards and scores as ints, and the reference writes
+    them so: `result.txt` holds `1`), any other number as a float."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise EnvironmentFailure(f"{what} {type(value).__name__}, not a number")
-    try:
-        number = float(value)
-    except OverflowError:  # an int too large for a float
-        number = math.inf
-    if not math.isfinite(number):
+    if not is_finite_number(value):
         raise EnvironmentFailure(f"{what} {number_excerpt(value)}, not a finite number")
-    return number
+    return value if type(value) is int else float(value)
 
 
 def _indented(text: str, prefix: str) -> str:
@@ -682,8 +679,7 @@ def episode_flow(
         score: float | None = yield Evaluate()
         if score is not None:
             # result.txt holds a finite number or is not written (a rerun redoes the task).
-            checked = finite_number("evaluate returned", score)
-            score = score if type(score) is int else checked
+            score = finite_number("evaluate returned", score)
     except BudgetExceeded:
         raise  # not begun: the folder stays unfinished, so a rerun with more budget runs it
     except Exception:
