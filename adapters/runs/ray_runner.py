@@ -683,24 +683,24 @@ def _drive(
         # An episode raised, or the run was interrupted: the others are cancelled and waited
         # for, so each closes its environment (a VM stopped, a recording saved) before the
         # actors are killed, as `arun_task_list` stops its episodes.
-        _stop_running(ray, list(running), steps, [r.actor for r in running.values()])
+        _stop_running(ray, running, steps)
         raise
 
 
 def _stop_running(
-    ray: Any, calls: list[Any], steps: bool, actors: list[Any], timeout: float = STOP_TIMEOUT
+    ray: Any, running: Mapping[Any, _Running], steps: bool, timeout: float = STOP_TIMEOUT
 ) -> None:
     """Cancel the episodes under way (`ray.cancel`: each ends as a cancelled `arun_task`,
     closing its environment) and wait at most `timeout` seconds for them to end, on their
-    `actors` too (`EpisodeActor.settle`)."""
-    for call in calls:
+    actors too (`EpisodeActor.settle`)."""
+    for call in running:
         with contextlib.suppress(Exception):  # one that has ended already
             ray.cancel(call)
     deadline = time.monotonic() + timeout
-    _wait_calls(ray, calls, steps, deadline)
-    if actors:
+    _wait_calls(ray, list(running), steps, deadline)
+    if running:
         with contextlib.suppress(Exception):  # an actor that has died has nothing to close
-            settled = [actor.settle.remote() for actor in actors]
+            settled = [r.actor.settle.remote() for r in running.values()]
             ray.wait(
                 settled,
                 num_returns=len(settled),
