@@ -160,8 +160,9 @@ def _name(task: OsworldTask) -> str:
     return f"{task.domain}/{task.example_id}"
 
 
-#: C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: what a
-#: terminal acts on (escape sequences, bells) or a reader of the output takes for a new line.
+#: C0 and C1 control characters, DEL, the Unicode line and paragraph separators, and the
+#: bidirectional overrides and isolates: what a terminal acts on (escape sequences, bells),
+#: a reader of the output takes for a new line, or what makes a line read otherwise than it is.
 _CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
