@@ -171,6 +171,11 @@ def count_joined(
     return before + split.tokens + len(encoding.encode_ordinary(text[split.chars :] + tail))
 
 
+def _splits_at_lines(enc: tiktoken.Encoding) -> bool:
+    """Whether `enc` pre-tokenizes as cl100k does, so the `TokenSplit` rule holds for it."""
+    return getattr(enc, "_pat_str", None) == _CL100K_PATTERN
+
+
 #: Where a head of the text is first cut to be encoded on its own: this many characters per
 #: token kept (real tables run 2-4), then twice as far each time it holds too few tokens.
 _HEAD_CHARS_PER_TOKEN: Final = 4
@@ -185,7 +190,7 @@ def _leading_tokens(enc: tiktoken.Encoding, text: str, max_tokens: int) -> list[
     cost of its head (8 MB of rows took 4 s and 450 MB to trim to 10,000 tokens) and no text
     costs more than one encoding of it; one with no split point past the head (a single
     huge cell) is encoded whole."""
-    if getattr(enc, "_pat_str", None) != _CL100K_PATTERN:
+    if not _splits_at_lines(enc):
         return enc.encode_ordinary(text)
     tokens: list[int] = []
     done = 0  # `text[:done]` is encoded, and ends at a split point (or is empty)
@@ -208,7 +213,7 @@ _TAIL_WINDOW: Final = 256
 
 def _last_split(enc: tiktoken.Encoding, tokens: list[int], keep: int) -> int | None:
     """The last token index `m <= keep` (within `_TAIL_WINDOW`) where a split point lies."""
-    if getattr(enc, "_pat_str", None) != _CL100K_PATTERN:
+    if not _splits_at_lines(enc):
         return None
     start = max(0, keep - _TAIL_WINDOW)
     pieces: list[bytes] = enc.decode_tokens_bytes(tokens[start:keep])
