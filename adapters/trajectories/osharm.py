@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import json
 import os
 import re
@@ -52,6 +53,7 @@ from adapters.errors import (
     EnvironmentFailure,
     TrajectoryError,
     TrajectoryExistsError,
+    error_text,
 )
 from adapters.trajectories.jsonl import (
     TrajectoryEntry,
@@ -197,9 +199,13 @@ def _indented(text: str, prefix: str) -> str:
 
 
 def _append_line(path: Path, value: Any, what: str) -> None:
-    """One JSON line appended to `path`, whole or not at all (see `_fsync_append`); a
+    """One JSON line appended to `path` (see `_append`)."""
+    _append(path, _json_line(value, what))
+
+
+def _append(path: Path, line: bytes) -> None:
+    """`line` appended to `path`, whole or not at all (see `_fsync_append`); a
     `TrajectoryError` naming the file when it cannot be (a full disk, a directory there)."""
-    line = _json_line(value, what)
     try:
         _fsync_append(path, line)
     except OSError as exc:
@@ -267,11 +273,14 @@ class ResultWriter:
     `clock` gives the local
     time used in screenshot names. `fork` (for a run forked from a recording,
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
-    With `deferred` (a run continuing the folder's own record), the folder is
-    emptied and the observations seen so far are saved only when the first model
-    call is recorded (or the episode ends by `budget_exceeded` or `finish`): an
-    episode that stops or fails before that (a run cap reached before its first
-    request) leaves the record as it was, for the next run to continue from.
+    With `deferred` (a run continuing the folder's own record), nothing is written
+    until the first reply that was not replayed (`prepaid` false) is recorded, or the
+    episode ends by `budget_exceeded` or `finish`: then the folder is emptied and
+    everything held back (the observations, the replayed steps and their actions,
+    with the names and timestamps they were given) is written. An episode that
+    stops, fails or is killed before that (a run cap reached at its first live
+    request) leaves the record byte for byte as it was, for the next run to
+    continue from.
     """
 
     def __init__(
@@ -300,9 +309,9 @@ class ResultWriter:
         if existing and not overwrite:
             raise TrajectoryExistsError(f"{self.directory} already holds a result folder")
         check_writable(self.directory)  # before anything is removed, or a model called
-        #: With `deferred`, the saves (name, observation) waiting for the folder to be claimed;
+        #: With `deferred`, the writes held back, in order, until the folder is claimed;
         #: `None` once it is (see `_claim`).
-        self._unsaved: list[tuple[str, Mapping[str, Any]]] | None = [] if deferred else None
+        self._held: list[Callable[[], None]] | None = [] if deferred else None
         if not deferred:
             self._empty(existing)
         self._log: dict[str, Any] = {
@@ -363,20 +372,23 @@ class ResultWriter:
                 f"cannot empty the result folder {self.directory}: {_reason(exc)}"
             ) from None
 
-    def _claim(self) -> None:
-        """A deferred writer's folder, emptied, with the observations it held back saved."""
-        if self._unsaved is None:
-            return
-        unsaved, self._unsaved = self._unsaved, None
+    def _claim(self) -> bool:
+        """A deferred writer's folder, emptied, with the writes it held back done; whether
+        it was held (better_log.json is the caller's to write)."""
+        if self._held is None:
+            return False
+        held, self._held = self._held, None
         self._empty(folder_files(self.directory))
-        for name, observation in unsaved:
-            self._save(name, observation)
+        for write in held:
+            write()
+        return True
 
-    def _save_or_hold(self, name: str, observation: Mapping[str, Any]) -> None:
-        if self._unsaved is None:
-            self._save(name, observation)
+    def _write(self, write: Callable[[], None]) -> None:
+        """`write` done now, or held back while a deferred writer's folder is not claimed."""
+        if self._held is None:
+            write()
         else:
-            self._unsaved.append((name, observation))
+            self._held.append(write)
 
     def _save(self, name: str, observation: Mapping[str, Any]) -> str | None:
         """The observation's screenshot as `name` and its raw tree beside it (same stem, .xml);
@@ -386,32 +398,33 @@ class ResultWriter:
         when this observation has no such part, so the step's files are its own.
         """
         screenshot = observation.get("screenshot")
-        png, xml = self.directory / name, self.directory / (name.removesuffix(".png") + ".xml")
-        saved: str | None = None
-        if isinstance(screenshot, bytes | bytearray):
-            _write_atomically(png, bytes(screenshot))
-            saved = name
-        else:
-            _remove(png)
-        self.last_screenshot = saved
+        png = bytes(screenshot) if isinstance(screenshot, bytes | bytearray) else None
         tree = observation.get("accessibility_tree")
         if isinstance(tree, str):
             tree = _utf8(tree)
-        if isinstance(tree, bytes | bytearray):
-            _write_atomically(xml, bytes(tree))
-        else:
-            _remove(xml)
-        return saved
+        xml = bytes(tree) if isinstance(tree, bytes | bytearray) else None
+        self.last_screenshot = None if png is None else name
+        files = ((name, png), (name.removesuffix(".png") + ".xml", xml))
+        self._write(functools.partial(self._put, files))
+        return self.last_screenshot
+
+    def _put(self, files: Sequence[tuple[str, bytes | None]]) -> None:
+        """Each (name, data): written, or removed when `data` is `None`."""
+        for name, data in files:
+            if data is None:
+                _remove(self.directory / name)
+            else:
+                _write_atomically(self.directory / name, data)
 
     def begin(self, observation: Mapping[str, Any]) -> None:
         """Save the first observation as `step_0.png` (and `step_0.xml`)."""
-        self._save_or_hold(FIRST_SCREENSHOT, observation)
+        self._save(FIRST_SCREENSHOT, observation)
 
     def model_step(
         self, response: str, actions: Sequence[Action] | None, observation: Mapping[str, Any]
     ) -> None:
-        """Add one model call to better_log.json (rewritten whole, atomically)."""
-        self._claim()
+        """Add one model call to better_log.json (rewritten whole, atomically); a deferred
+        writer's first reply that was not replayed (`prepaid`) claims its folder."""
         tree = observation.get("accessibility_tree")
         known, self.linearized = self.linearized, None
         linear = None
@@ -439,7 +452,10 @@ class ResultWriter:
         text = _indented(_dumps(step, where), "    ")
         self._log["steps"].append(step)
         self._step_texts.append(text)
-        self._write_log()
+        if not self.prepaid:
+            self._claim()
+        if self._held is None:
+            self._write_log()
 
     def _write_log(self) -> None:
         _write_atomically(
@@ -472,11 +488,9 @@ class ResultWriter:
         """Record one executed action: the screenshot after it, then its traj.jsonl line.
         `stamp` is when the action began (`stamp()` before executing it, as the reference's
         `action_timestamp` is taken); by default, now."""
-        self._claim()
         stamp = self.stamp() if stamp is None else stamp
         name = self._save(f"step_{step_num}_{stamp}.png", observation)
-        _append_line(
-            self.directory / TRAJ_FILE,
+        line = _json_line(
             {
                 "step_num": step_num,
                 "action_timestamp": stamp,
@@ -488,16 +502,17 @@ class ResultWriter:
             },
             f"step {step_num}'s action",
         )
+        self._write(functools.partial(_append, self.directory / TRAJ_FILE, line))
 
     def observed(self, step_num: int, observation: Mapping[str, Any]) -> None:
         """The desktop moved on after step `step_num` with no action (a paced replay): its
         screenshot and tree saved as `step_{n}_{stamp}.png` / `.xml`, with no traj.jsonl line."""
-        self._save_or_hold(f"step_{step_num}_{self.stamp()}.png", observation)
+        self._save(f"step_{step_num}_{self.stamp()}.png", observation)
 
     def error(self) -> None:
         """The line OSWorld's run.py appends when an episode fails (its text is always this);
-        nothing from a deferred writer that recorded no model call (its record is kept)."""
-        if self._unsaved is not None:
+        nothing from a deferred writer that recorded no live model call (its record is kept)."""
+        if self._held is not None:
             return
         message = f"Time limit exceeded in {self.task.domain}/{self.task.example_id}"
         _append_line(self.directory / TRAJ_FILE, {"Error": message}, "the error line")
@@ -505,11 +520,11 @@ class ResultWriter:
     def budget_exceeded(self, error: BudgetExceeded) -> None:
         """A budget cap ended the episode: an error line saying so, and better_log's `budget_exceeded`."""
         self._claim()
-        self.ended_by = str(error)
+        self.ended_by = error_text(error)
         place = f"{self.task.domain}/{self.task.example_id}"
         _append_line(
             self.directory / TRAJ_FILE,
-            {"Error": f"Budget exceeded in {place}: {error}"},
+            {"Error": f"Budget exceeded in {place}: {self.ended_by}"},
             "the budget line",
         )
         # Not read by the judge (it ignores extra keys): why the episode stopped early.
@@ -522,7 +537,8 @@ class ResultWriter:
         that is not a finite number is an `EnvironmentFailure` and nothing is written."""
         if score is not None:
             finite_number("evaluate returned", score)
-        self._claim()
+        if self._claim() and self._step_texts:
+            self._write_log()
         if score is not None:
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
         else:
@@ -638,8 +654,8 @@ def episode_flow(
     steps: the budget line is appended (`writer.ended_by` says why) and the
     episode is evaluated; only a run cap reached before the episode's first
     request to a live model (its earlier steps, if any, replayed from its own record:
-    `writer.prepaid`) is raised, leaving the folder unfinished (a `deferred` writer's as
-    it was, when nothing was replayed). `paced` (an environment
+    `writer.prepaid`) is raised, leaving the folder unfinished (a `deferred` writer's byte
+    for byte as it was, its replayed steps never written). `paced` (an environment
     that moves once per model turn) asks `BeginTurn` before every model call; an answer other than
     `None` is the observation the turn sees, saved as the one after the
     previous step, and whether the observations ran out (which ends it).

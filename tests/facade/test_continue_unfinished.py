@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,15 @@ PRICES = load_prices(
         ],
     }
 )
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` by its relative name, with its bytes."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 def _continue(
@@ -197,14 +208,17 @@ def test_a_continuation_stopped_by_the_run_cap_before_its_first_request_keeps_th
     tmp_path: Path, mode: str
 ) -> None:
     """It is `stopped` (not started: its recorded steps are replayed for free, and its first
-    live request is the one refused) and its record is kept: the folder used to be emptied
-    all the same, so the recorded (paid) steps were lost and the next run redid them."""
+    live request is the one refused) and its folder is left byte for byte as it was: it used
+    to be emptied all the same, so the recorded (paid) steps were lost and the next run redid
+    them; then its replayed steps were written again (new timestamps, a `fork` entry)."""
     desktop = observation_folder(tmp_path / "obs")
     results = tmp_path / "results"
     folder = result_folder(results, CONFIG, "os", "_one")
     with pytest.raises(Killed):
         _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
     recorded = [e.response for e in load_result_folder(folder)]
+    before = snapshot(folder)
+    time.sleep(1.05 - time.time() % 1)  # a replayed step written again would get a new stamp
 
     budget = Budget(max_run_tokens=1_000)
     env = CapReachedDuringReset(desktop, budget)
@@ -222,8 +236,8 @@ def test_a_continuation_stopped_by_the_run_cap_before_its_first_request_keeps_th
     else:
         (outcome,) = asyncio.run(arun_task_list([TASK], workers=1, **common))
     assert outcome.status == "stopped"
+    assert snapshot(folder) == before
     assert [e.response for e in load_result_folder(folder)] == recorded == [CLICK, PRESS]
-    assert not is_finished(folder)
 
     client, result = _continue(results, desktop, ["DONE"], kill_at=None)
     assert [o.status for o in result] == ["finished"]
@@ -293,6 +307,57 @@ def test_a_deferred_writer_keeps_the_folder_until_its_first_model_call(tmp_path:
         "step_0.png",
         "step_0.xml",
     ]
+
+
+def test_a_deferred_writer_holds_replayed_steps_until_a_live_one_then_writes_them_as_taken(
+    tmp_path: Path,
+) -> None:
+    """Replayed (prepaid) steps and their actions are held, not written: a continuation
+    stopped at its first live request leaves the record as it was (they used to be written
+    at once, under new timestamps); the first live step writes them with the names and
+    stamps they were given when they ran."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    before = snapshot(folder)
+    times = iter([datetime(2030, 1, 2, 3, 4, 5), datetime(2031, 1, 1)])
+    info = TaskInfo(instruction="Do it", domain="os", example_id="_one")
+    writer = ResultWriter(
+        folder,
+        config=CONFIG,
+        task=info,
+        max_steps=5,
+        overwrite=True,
+        deferred=True,
+        clock=lambda: next(times),
+    )
+    env = ReplayEnv(desktop)
+    first = env.reset()
+    writer.begin(first)
+    writer.prepaid = True
+    writer.model_step(CLICK, ["pyautogui.click(19, 31)"], first)
+    stamp = writer.stamp()
+    after, reward, done, step_info = env.step("pyautogui.click(19, 31)")
+    writer.action(1, "pyautogui.click(19, 31)", after, reward, done, step_info, stamp)
+    writer.error()  # stopped or failed before a live call: nothing at all is written
+    assert snapshot(folder) == before
+    writer.prepaid = False
+    writer.model_step("DONE", ["DONE"], after)
+    assert sorted(snapshot(folder)) == [
+        "better_log.json",
+        "step_0.png",
+        "step_0.xml",
+        "step_1_20300102@030405.png",
+        "step_1_20300102@030405.xml",
+        "traj.jsonl",
+    ]
+    (line,) = (folder / "traj.jsonl").read_text().splitlines()
+    assert json.loads(line)["action_timestamp"] == "20300102@030405"
+    steps = [e.response for e in load_result_folder(folder)]
+    assert steps == [CLICK, "DONE"]
+    assert (folder / "step_1_20300102@030405.png").read_bytes() == after["screenshot"]
 
 
 @pytest.mark.parametrize(
