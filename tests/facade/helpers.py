@@ -109,3 +109,12 @@ class KillingEnv(ReplayEnv):
         if self.kill_at is not None and len(self.actions) + 1 == self.kill_at:
             raise Killed
         return super().step(action, pause)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` by its relative name, with its bytes."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }

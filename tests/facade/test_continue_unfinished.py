@@ -22,7 +22,7 @@ from adapters.testing import FakeClient
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
-from tests.facade.helpers import Killed, KillingEnv, observation_folder
+from tests.facade.helpers import Killed, KillingEnv, observation_folder, snapshot
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -44,15 +44,6 @@ PRICES = load_prices(
         ],
     }
 )
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` by its relative name, with its bytes."""
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
 
 
 def _continue(
