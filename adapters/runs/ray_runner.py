@@ -38,7 +38,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 from adapters.accounting.budget import Budget, Reservation
@@ -49,6 +49,8 @@ from adapters.errors import (
     ConfigurationError,
     EnvironmentFailure,
     RateLimitWaitError,
+    _text,
+    error_line,
     error_text,
 )
 from adapters.runs.environments import in_thread
@@ -93,7 +95,7 @@ def _check_reachable(address: str | None) -> None:
             pass
     except (OSError, OverflowError) as exc:
         raise ConfigurationError(
-            f"no Ray cluster answers at {address}: {exc} (start it, or check --ray)"
+            f"no Ray cluster answers at {address}: {error_text(exc)} (start it, or check --ray)"
         ) from None
 
 
@@ -275,14 +277,15 @@ class EpisodeActor:
         self.max_steps, self.episode_timeout = max_steps, episode_timeout
         self.limiter, self.episode_caps = limiter, episode_caps
         self.continue_unfinished = continue_unfinished
-        self._under_way: set[asyncio.Future[TaskOutcome]] = set()
+        self._under_way: set[asyncio.Future[TaskOutcome | _Raised]] = set()
 
     def ready(self) -> bool:
         """True once the actor runs (the driver hands it tasks only then)."""
         return True
 
-    async def run(self, task: OsworldTask) -> TaskOutcome:
-        """One task (skipped when its folder is finished), as `arun_task` runs it.
+    async def run(self, task: OsworldTask) -> TaskOutcome | _Raised:
+        """One task (skipped when its folder is finished), as `arun_task` runs it (see
+        `_Raised` for an error whose message cannot be read).
 
         An async actor method: `ray.cancel` of the call cancels the episode on the actor's
         event loop, so it ends as `arun_task_list`'s cancelled episodes do (its environment
@@ -290,7 +293,9 @@ class EpisodeActor:
         """
         return await self._started(task, None)
 
-    async def stream(self, task: OsworldTask) -> AsyncIterator[tuple[int, int] | TaskOutcome]:
+    async def stream(
+        self, task: OsworldTask
+    ) -> AsyncIterator[tuple[int, int] | TaskOutcome | _Raised]:
         """`run`, yielding (step, max_steps) as each model step comes back, then the outcome.
 
         Called as a Ray streaming generator, so the driver's listener hears the
@@ -317,9 +322,9 @@ class EpisodeActor:
 
     def _started(
         self, task: OsworldTask, listener: RunListener | None
-    ) -> asyncio.Future[TaskOutcome]:
+    ) -> asyncio.Future[TaskOutcome | _Raised]:
         """The episode of `task` as a task on this actor's loop, known to `settle`."""
-        episode = asyncio.ensure_future(self._episode(task, listener))
+        episode = asyncio.ensure_future(_sendable(task, self._episode(task, listener)))
         self._under_way.add(episode)
         episode.add_done_callback(self._under_way.discard)
         return episode
@@ -358,6 +363,38 @@ class EpisodeActor:
         if self.run_caps is None:
             return Budget(**self.episode_caps)
         return RayBudget(self.run_caps, _owner(task), **self.episode_caps)
+
+
+class _Raised:
+    """An error an episode raised whose message cannot be read (its `__str__` raises), sent
+    to the driver as a value for it to raise: raised in the actor, Ray would format it and
+    send the driver the error of that `__str__` instead, losing the episode's."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+async def _sendable(task: OsworldTask, episode: Awaitable[TaskOutcome]) -> TaskOutcome | _Raised:
+    """`episode`'s outcome; what it raises, raised, unless Ray cannot carry it (`_Raised`).
+
+    An error that does not survive pickling is replaced by a `RuntimeError` naming its
+    type (`error_line`) and the task."""
+    try:
+        return await episode
+    except Exception as exc:
+        if _text(exc) is not None:  # printable: Ray carries it (see `_raised_remotely`)
+            raise
+        pickler = importlib.import_module("ray.cloudpickle")
+        try:
+            pickler.loads(pickler.dumps(exc))
+        except Exception:
+            return _Raised(
+                RuntimeError(
+                    f"{error_line(exc)} (raised by the episode of {_owner(task)}; "
+                    "it cannot be sent from its Ray worker)"
+                )
+            )
+        return _Raised(exc)
 
 
 class _Steps(Quiet):
@@ -421,8 +458,9 @@ def run_task_list_on_ray(
     model client so the whole cluster shares one limit. A task whose actor
     raised anything but what ends an episode as failed there (a model failure, a failed
     setup, an `EnvironmentFailure` other than a VM that gives no answer or could not be
-    reverted, a timeout) stops the run with that error (as `arun_task_list` does),
-    leaving the task to be redone; the episodes under way on the other actors (as on
+    reverted, a timeout) stops the run with that error (as `arun_task_list` does; one
+    whose `__str__` raises is raised as itself too, see `_Raised`), leaving the task to be
+    redone; the episodes under way on the other actors (as on
     Ctrl-C) are cancelled, so each closes its environment as in `arun_task_list`, and
     waited for (at most `STOP_TIMEOUT` seconds) before the actors are killed. A task
     whose actor died (its process ended: the OOM killer, a lost node) is
@@ -589,7 +627,7 @@ def _started(ray: Any, ref: Any) -> None:
     try:
         ray.get(ref)
     except ray.exceptions.RayActorError as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
+        lines = [line for line in error_text(exc).splitlines() if line.strip()]
         cause = next(
             (line for line in reversed(lines) if "Error" in line), lines[-1] if lines else ""
         )
@@ -635,7 +673,7 @@ def _reason(error: BaseException, limit: int = 200) -> str:
     Ray's `ActorDiedError` reads: a headline, tab-indented fields (ids, pid,
     address), then why the actor died and a list of common causes.
     """
-    fields = [line for line in str(error).splitlines() if line.strip() and line[0] != "\t"]
+    fields = [line for line in error_text(error).splitlines() if line.strip() and line[0] != "\t"]
     text = " ".join(line.strip() for line in (fields[1:] or fields)) or type(error).__name__
     kept = ""
     for sentence in re.split(r"(?<=[.!?])\s+", text):
@@ -805,6 +843,8 @@ def _hand_out(
                     episode.steps, max_steps = answer
                     hears.stepped(task, episode.steps, max_steps)
                     continue
+                if isinstance(answer, _Raised):  # as `arun_task` raises it
+                    raise answer.error
                 idle.append(episode.actor)
             del running[ref]
             outcomes[episode.index] = answer

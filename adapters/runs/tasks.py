@@ -76,7 +76,7 @@ def _json(path: Path) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise TrajectoryError(f"cannot read {path}: {exc}") from None
+        raise TrajectoryError(f"cannot read {path}: {error_text(exc)}") from None
     except RecursionError:
         raise TrajectoryError(f"cannot read {path}: its JSON is nested too deeply") from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import socket
@@ -17,21 +18,41 @@ from adapters.accounting import Budget
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.engine.limits import Limiter
-from adapters.errors import ConfigurationError, EnvironmentFailure, UsageError
+from adapters.errors import (
+    BudgetExceeded,
+    ConfigurationError,
+    EnvironmentFailure,
+    UsageError,
+    error_line,
+)
 from adapters.registry import REGISTRY
-from adapters.runs import OsworldTask, TaskOutcome, is_finished, load_task_list
+from adapters.runs import (
+    OsworldTask,
+    TaskOutcome,
+    arun_task_list,
+    in_thread,
+    is_finished,
+    load_task_list,
+    run_task_list,
+)
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
-from tests.facade.helpers import observation_folder, write_task_list
+from tests.facade.helpers import (
+    Killed,
+    KillingEnv,
+    observation_folder,
+    snapshot,
+    write_task_list,
+)
 from tests.facade.test_environments import serve_vm, vm_server  # noqa: F401  (the fixture)
 
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed (pip install 'osharm-core[ray]')"
 )
-from adapters.runs.ray_runner import run_task_list_on_ray  # noqa: E402
+from adapters.runs.ray_runner import _Raised, _sendable, run_task_list_on_ray  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = AgentConfig(model="m", observation_type="a11y_tree", action_space="pyautogui")
@@ -584,3 +605,131 @@ def test_a_stopping_run_closes_the_environments_of_the_episodes_under_way(
             listener=None if fails else Interrupting(),
         )
     assert sorted(p.name for p in marks.glob("closed_*")) == ["closed_a", "closed_b"]
+
+
+class Unprintable(ValueError):
+    """An error whose message cannot be read: its `__str__` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ broke")
+
+
+class UnprintableEnv(ReplayEnv):
+    """A replayed desktop whose actions raise `Unprintable`."""
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        raise Unprintable("the desktop driver broke")
+
+
+def make_unprintable_env(desktop: Path, task: OsworldTask) -> UnprintableEnv:
+    return UnprintableEnv(desktop, instruction=task.instruction)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "stream"])
+def test_an_error_whose_message_cannot_be_read_reaches_the_driver_as_on_asyncio(
+    cluster: None, tmp_path: Path, streamed: bool
+) -> None:
+    """Raised as `arun_task_list` raises it (an error that is no `OsharmError` stops the run),
+    its type kept. Ray formats what an actor raises, so the driver used to get the
+    RuntimeError of that `__str__` instead, the episode's own error lost."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    tasks = load_task_list(meta, examples)
+    desktop = observation_folder(tmp_path / "obs")
+    with pytest.raises(Unprintable) as on_asyncio:
+        asyncio.run(
+            arun_task_list(
+                tasks,
+                config=CONFIG,
+                result_dir=tmp_path / "asyncio",
+                make_agent=lambda t: make_clicking_agent(t, None),
+                make_env=lambda t: in_thread(make_unprintable_env(desktop, t)),
+                max_steps=5,
+                workers=1,
+            )
+        )
+    with pytest.raises(Unprintable) as on_ray:
+        run_task_list_on_ray(
+            tasks,
+            config=CONFIG,
+            result_dir=tmp_path / "ray",
+            make_agent=make_clicking_agent,
+            make_env=functools.partial(make_unprintable_env, desktop),
+            max_steps=5,
+            actors=1,
+            cpus_per_actor=0.5,
+            listener=Heard() if streamed else None,
+        )
+    assert type(on_ray.value) is type(on_asyncio.value) is Unprintable
+    assert error_line(on_ray.value) == error_line(on_asyncio.value) == "Unprintable: <unprintable>"
+
+
+def test_an_unreadable_error_that_cannot_travel_is_named_by_its_type_and_task() -> None:
+    """One that does not pickle either: a `RuntimeError` naming its type and the task, never
+    the error of its `__str__`."""
+
+    class Locked(Unprintable):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = threading.Lock()
+
+    async def episode() -> TaskOutcome:
+        raise Locked()
+
+    task = OsworldTask(domain="os", example_id="_a", instruction="Do it")
+    sent = asyncio.run(_sendable(task, episode()))
+    assert isinstance(sent, _Raised)
+    assert type(sent.error) is RuntimeError
+    assert str(sent.error) == (
+        "Locked: <unprintable> (raised by the episode of os/_a; "
+        "it cannot be sent from its Ray worker)"
+    )
+
+
+class SpentRun(Budget):
+    """The run's cap, spent by other workers: every live request is refused."""
+
+    def reserve(self, episode: Any) -> Any:
+        raise BudgetExceeded("max_run_tokens 1000 reached (1200 tokens)", scope="run")
+
+    async def areserve(self, episode: Any) -> Any:
+        return self.reserve(episode)
+
+
+def make_spent_agent(task: OsworldTask, limiter: Limiter | None) -> PromptAgent:
+    return PromptAgent.from_config(CONFIG, client=FakeClient(["DONE"]), budget=SpentRun())
+
+
+def test_on_ray_a_continuation_stopped_at_its_first_live_request_leaves_its_folder_as_it_was(
+    cluster: None, tmp_path: Path
+) -> None:
+    """Its replayed steps used to be written again (new timestamps, a `fork` entry)."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    tasks = load_task_list(meta, examples)
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    with pytest.raises(Killed):
+        run_task_list(
+            tasks,
+            config=CONFIG,
+            result_dir=results,
+            make_agent=lambda t: PromptAgent.from_config(
+                CONFIG, client=FakeClient([CLICK, CLICK, "DONE"])
+            ),
+            make_env=lambda t: KillingEnv(desktop, 2),
+            max_steps=5,
+        )
+    folder = result_folder(results, CONFIG, "os", "_a")
+    before = snapshot(folder)
+    (outcome,) = run_task_list_on_ray(
+        tasks,
+        config=CONFIG,
+        result_dir=results,
+        make_agent=make_spent_agent,
+        make_env=functools.partial(make_env, desktop),
+        max_steps=5,
+        actors=1,
+        cpus_per_actor=0.5,
+        continue_unfinished=True,
+    )
+    assert (outcome.status, outcome.steps) == ("stopped", 2)
+    assert snapshot(folder) == before
