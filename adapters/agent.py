@@ -24,7 +24,7 @@ from adapters.accounting.cost import UsageTotals, step_cost
 from adapters.accounting.prices import default_prices
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.engine.server_limits import body_size_of, fit_request
-from adapters.errors import AgentBusyError
+from adapters.errors import AgentBusyError, error_line
 from adapters.registry import client_for
 from adapters.trajectories.jsonl import Recorder, StepRecord
 from osharm_core import (
@@ -526,10 +526,9 @@ class PromptAgent:
 
     def _log_failure(self, exc: Exception, latency: float) -> None:
         self.logger.error(
-            "Model call failed after %.3fs (%s): %s; the trajectory is unchanged",
+            "Model call failed after %.3fs: %s; the trajectory is unchanged",
             latency,
-            type(exc).__name__,
-            exc,
+            error_line(exc),
         )
 
 

@@ -510,3 +510,33 @@ def test_a_step_that_cannot_be_accounted_leaves_the_agent_as_it_was(
     monkeypatch.undo()
     agent.predict("t", NOTES)
     assert len(agent.state) == len(read_trajectory(tmp_path)) == 1
+
+
+class _Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+class _RaisingClient(FakeClient):
+    def complete(self, request: Any) -> ModelResponse:
+        raise _Unprintable
+
+    async def acomplete(self, request: Any) -> ModelResponse:
+        raise _Unprintable
+
+
+def test_a_failed_call_whose_error_cannot_be_printed_is_logged_by_its_type(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client's error with a raising `__str__` is logged as `Type: <unprintable>` and
+    raised as itself; logging prints no 'Logging error' block of its own."""
+    agent = PromptAgent.from_config(
+        AgentConfig(model="fake", observation_type="a11y_tree"), client=_RaisingClient([])
+    )
+    caplog.set_level(logging.ERROR)
+    with pytest.raises(_Unprintable):
+        agent.predict("t", NOTES)
+    [record] = caplog.records
+    assert "_Unprintable: <unprintable>; the trajectory is unchanged" in record.getMessage()
+    assert "Logging error" not in capsys.readouterr().err
+    assert len(agent.state) == 0
