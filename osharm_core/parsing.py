@@ -205,6 +205,8 @@ def split_statements(code: str) -> str:
 
 
 def _block_actions(content: str) -> list[str]:
+    """The actions of a stripped block: a special word, code, or code and then the special
+    word on its last line (the code's lines kept as written, a CRLF's `\r` included)."""
     word = _special_word(content)
     if word is not None:
         return [word]
@@ -212,8 +214,7 @@ def _block_actions(content: str) -> list[str]:
     word = _special_word(lines[-1])
     if word is None:
         return [content] if content else []
-    code = "\n".join(lines[:-1]).rstrip()
-    return [code, word] if code else [word]
+    return ["\n".join(lines[:-1]), word]
 
 
 @attrs.frozen

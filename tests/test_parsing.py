@@ -134,7 +134,8 @@ def test_blocks_come_in_order_and_pair_non_greedily() -> None:
         ("DONE", ["DONE"]),
         ("  WAIT  ", ["WAIT"]),
         ("pyautogui.press('enter')\nDONE", ["pyautogui.press('enter')", "DONE"]),
-        ("a()\nb()\n\nFAIL", ["a()\nb()", "FAIL"]),
+        ("a()\nb()\n\nFAIL", ["a()\nb()\n", "FAIL"]),
+        ("a()  \nDONE", ["a()  ", "DONE"]),
         ("a()\n    WAIT", ["a()", "WAIT"]),
         ("\n\nDONE\n", ["DONE"]),
         ("DONE\na()", ["DONE\na()"]),
@@ -145,6 +146,30 @@ def test_blocks_come_in_order_and_pair_non_greedily() -> None:
 def test_special_words_inside_blocks(content: str, expected: list[str]) -> None:
     """A block that is a special word gives it; one ending with it gives the code, then the word."""
     assert parse_code_from_string(fence(content)) == expected
+
+
+def test_code_before_a_final_special_word_keeps_its_line_ends() -> None:
+    """The code before a block's last-line special word is its lines as written, as the
+    reference gives them: a CRLF reply's code keeps its `\r`, blank lines stay."""
+    crlf = "```python\r\npyautogui.click(1, 2)\r\nDONE\r\n```"
+    assert parse_code_from_string(crlf) == ["pyautogui.click(1, 2)\r", "DONE"]
+    blank = "```\npyautogui.click(1, 2)\n\nDONE\n```"
+    assert parse_code_from_string(blank) == ["pyautogui.click(1, 2)\n", "DONE"]
+
+
+@given(
+    pyautogui_code(),
+    st.text(alphabet=" \t\r\n", max_size=6),
+    st.sampled_from(["", "  ", "\t"]),
+    st.sampled_from(SPECIAL_WORDS),
+)
+def test_code_before_a_final_special_word_is_its_lines_as_written(
+    code: str, trailing: str, indent: str, word: str
+) -> None:
+    """Whatever whitespace ends the code's lines, the code action is the block's lines before
+    the word's line exactly (the block's leading whitespace aside)."""
+    reply = f"```python\n{code}{trailing}\n{indent}{word}\n```"
+    assert parse_code_from_string(reply) == [(code + trailing).lstrip(), word]
 
 
 @pytest.mark.parametrize(
