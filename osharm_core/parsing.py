@@ -205,6 +205,8 @@ def split_statements(code: str) -> str:
 
 
 def _block_actions(content: str) -> list[str]:
+    """The actions of a stripped block: a special word, code, or code and then the special
+    word on its last line (the code's lines kept as written, a CRLF's `\r` included)."""
     word = _special_word(content)
     if word is not None:
         return [word]
@@ -212,8 +214,7 @@ def _block_actions(content: str) -> list[str]:
     word = _special_word(lines[-1])
     if word is None:
         return [content] if content else []
-    code = "\n".join(lines[:-1]).rstrip()
-    return [code, word] if code else [word]
+    return ["\n".join(lines[:-1]), word]
 
 
 @attrs.frozen
@@ -348,10 +349,16 @@ def _load(text: str) -> tuple[Any, str | None]:
     return value, None
 
 
+def _is_action(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, str) and value in SPECIAL_WORDS)
+
+
 def _as_actions(value: Any) -> list[Action] | None:
-    if isinstance(value, dict):
+    """An object or a special word (a JSON string) as one action, a non-empty list of them as
+    its items in order; None for anything else (a list holding any other value included)."""
+    if _is_action(value):
         return [value]
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+    if isinstance(value, list) and value and all(map(_is_action, value)):
         return list(value)
     return None
 
@@ -361,8 +368,22 @@ def _excerpt(text: str, limit: int = 80) -> str:
     return repr(start if len(start) <= limit else start[:limit] + "...")
 
 
+#: `json`, whitespace, and content on the opening fence line itself (```json {...} ```).
+_INLINE_JSON_TAG: Final = re.compile(r"(json)[^\S\n]+(?=\S)", re.IGNORECASE)
+
+
+def _json_tagged(block: Block) -> Block:
+    """`block`, with a `json` that opens its fence line and has content after it on that
+    line read as its tag (a one-line json fence; elsewhere only a word alone is a tag)."""
+    match = None if block.tag else _INLINE_JSON_TAG.match(block.content)
+    if match is None:
+        return block
+    return Block(block.number, match.group(1), block.content[match.end() :])
+
+
 def _block_json_actions(fenced: Fenced) -> Result[list[Action], ActionParseError]:
-    chosen = [b for b in fenced.blocks if b.tag.lower() == "json"] or fenced.blocks
+    blocks = [_json_tagged(block) for block in fenced.blocks]
+    chosen = [b for b in blocks if b.tag.lower() == "json"] or blocks
     actions: list[Action] = []
     for block in chosen:
         content = block.content.strip()
@@ -379,8 +400,8 @@ def _block_json_actions(fenced: Fenced) -> Result[list[Action], ActionParseError
         if found is None:
             return Failure(
                 ActionParseError(
-                    f"block {block.number}: expected a JSON object or a list of objects, "
-                    f"got {type(value).__name__} {_excerpt(content, 40)}"
+                    f"block {block.number}: expected a JSON object, WAIT, DONE or FAIL, "
+                    f"or a list of these, got {type(value).__name__} {_excerpt(content, 40)}"
                 )
             )
         actions.extend(found)
@@ -477,16 +498,22 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     """The computer_13 actions of a reply, or a Failure saying why there are none.
 
     Fenced blocks are read first (only the `json`-tagged ones when any block
-    has that tag): each holds one JSON object, a list of objects, or a special
-    word. A reply without blocks is read as JSON, else searched for embedded
-    objects that have an `action_type`. Special words on lines of their own
-    outside the blocks come last. Actions are not validated here (see
-    `validate_computer_13`).
+    has that tag; "```json {...} ```" on one line counts as tagged): each holds
+    one JSON object, a special word (bare or as a JSON string), or a list of
+    objects and special-word strings, which gives its items in order. A block
+    holding anything else (a list with a number in it) is a Failure. A reply
+    without blocks is read as JSON the same way; when it is not such JSON (a
+    list holding a number, say), it is searched for embedded objects that have
+    an `action_type`. Special words on
+    lines of their own outside the blocks come last. Actions are not validated
+    here (see `validate_computer_13`).
 
     >>> parse_actions_from_string('```json\\n{"action_type": "PRESS", "key": "enter"}\\n```')
     <Success: [{'action_type': 'PRESS', 'key': 'enter'}]>
     >>> parse_actions_from_string("DONE")
     <Success: ['DONE']>
+    >>> parse_actions_from_string('[{"action_type": "PRESS", "key": "enter"}, "DONE"]')
+    <Success: [{'action_type': 'PRESS', 'key': 'enter'}, 'DONE']>
     """
     word = _special_word(text)
     if word is not None:

@@ -362,7 +362,9 @@ def fenced_replies(draw: st.DrawFn) -> str:
     """Replies mixing prose, fences with and without tags, JSON, code and special words."""
     pieces = st.one_of(
         any_text,
-        st.sampled_from(["```", "```python\n", "```json\n", "```DONE```", "\n```\n", ";"]),
+        st.sampled_from(
+            ["```", "```python\n", "```json\n", "```json ", "```DONE```", "\n```\n", ";", '"DONE"']
+        ),
         st.sampled_from(SPECIAL_WORDS).map(lambda w: f"\n{w}\n"),
         pyautogui_code(),
         st.just('{"action_type": "CLICK", "x": 1, "y": 2}'),

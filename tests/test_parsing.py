@@ -134,7 +134,8 @@ def test_blocks_come_in_order_and_pair_non_greedily() -> None:
         ("DONE", ["DONE"]),
         ("  WAIT  ", ["WAIT"]),
         ("pyautogui.press('enter')\nDONE", ["pyautogui.press('enter')", "DONE"]),
-        ("a()\nb()\n\nFAIL", ["a()\nb()", "FAIL"]),
+        ("a()\nb()\n\nFAIL", ["a()\nb()\n", "FAIL"]),
+        ("a()  \nDONE", ["a()  ", "DONE"]),
         ("a()\n    WAIT", ["a()", "WAIT"]),
         ("\n\nDONE\n", ["DONE"]),
         ("DONE\na()", ["DONE\na()"]),
@@ -145,6 +146,30 @@ def test_blocks_come_in_order_and_pair_non_greedily() -> None:
 def test_special_words_inside_blocks(content: str, expected: list[str]) -> None:
     """A block that is a special word gives it; one ending with it gives the code, then the word."""
     assert parse_code_from_string(fence(content)) == expected
+
+
+def test_code_before_a_final_special_word_keeps_its_line_ends() -> None:
+    """The code before a block's last-line special word is its lines as written, as the
+    reference gives them: a CRLF reply's code keeps its `\r`, blank lines stay."""
+    crlf = "```python\r\npyautogui.click(1, 2)\r\nDONE\r\n```"
+    assert parse_code_from_string(crlf) == ["pyautogui.click(1, 2)\r", "DONE"]
+    blank = "```\npyautogui.click(1, 2)\n\nDONE\n```"
+    assert parse_code_from_string(blank) == ["pyautogui.click(1, 2)\n", "DONE"]
+
+
+@given(
+    pyautogui_code(),
+    st.text(alphabet=" \t\r\n", max_size=6),
+    st.sampled_from(["", "  ", "\t"]),
+    st.sampled_from(SPECIAL_WORDS),
+)
+def test_code_before_a_final_special_word_is_its_lines_as_written(
+    code: str, trailing: str, indent: str, word: str
+) -> None:
+    """Whatever whitespace ends the code's lines, the code action is the block's lines before
+    the word's line exactly (the block's leading whitespace aside)."""
+    reply = f"```python\n{code}{trailing}\n{indent}{word}\n```"
+    assert parse_code_from_string(reply) == [(code + trailing).lstrip(), word]
 
 
 @pytest.mark.parametrize(
@@ -307,11 +332,14 @@ def test_actions_from_blocks(reply: str, expected: list[Any]) -> None:
         ),
         (
             fence("[1, 2]", "json"),
-            ["block 1", "expected a JSON object or a list of objects", "list"],
+            ["block 1", "expected a JSON object, WAIT, DONE or FAIL, or a list of these", "list"],
         ),
         (fence("[]", "json"), ["block 1", "list"]),
         (fence("[{}, 3]", "json"), ["block 1", "list"]),
-        (fence('"DONE"', "json"), ["block 1", "str"]),
+        (fence('"done"', "json"), ["block 1", "str"]),
+        (fence('"DONE "', "json"), ["block 1", "str"]),
+        (fence('[{"action_type": "WAIT"}, "DONE", 3]', "json"), ["block 1", "list"]),
+        (fence('["DONE", ["WAIT"]]', "json"), ["block 1", "list"]),
         (fence("42", "json"), ["block 1", "int"]),
         (fence("pyautogui.click(1, 2)", "python"), ["block 1", "invalid JSON"]),
         ("``````\n" + fence("nope", ""), ["block 2"]),
@@ -325,6 +353,76 @@ def test_block_errors_are_failures(reply: str, needles: list[str]) -> None:
     message = error_of(reply)
     for needle in needles:
         assert needle in message
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (f"```json {json.dumps(CLICK)} ```", [CLICK]),
+        (f"```json\t{json.dumps(CLICK)}```", [CLICK]),
+        (f"```JSON {json.dumps(CLICK)}\n```", [CLICK]),
+        (f"```json {json.dumps(CLICK, indent=2)}\n```", [CLICK]),
+        (f"```json {json.dumps(CLICK)} ```\n```\n{json.dumps(PRESS)}\n```", [CLICK]),
+        (f"```json {json.dumps(CLICK)} ```\nDONE", [CLICK, "DONE"]),
+    ],
+)
+def test_one_line_json_fence(reply: str, expected: list[Any]) -> None:
+    """`json`, whitespace and JSON on the opening fence line: a json-tagged block holding that
+    JSON (as the reference reads it), which wins over untagged blocks like any json block."""
+    assert actions_of(reply) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "needles"),
+    [
+        (f"```jsonc {json.dumps(CLICK)} ```", ["block 1", "invalid JSON"]),
+        (f"``` json {json.dumps(CLICK)} ```", ["block 1", "invalid JSON"]),
+        (f"```python {json.dumps(CLICK)} ```", ["block 1", "invalid JSON"]),
+    ],
+)
+def test_only_json_opening_the_fence_line_is_an_inline_tag(reply: str, needles: list[str]) -> None:
+    """Another word, or `json` after a space, before JSON on the fence line stays content."""
+    message = error_of(reply)
+    for needle in needles:
+        assert needle in message
+
+
+def test_one_line_json_fence_leaves_pyautogui_alone() -> None:
+    """The one-line json tag is computer_13's: code after `json ` on a fence line stays code."""
+    assert parse_code_from_string("```json x = 1```") == ["json x = 1"]
+    assert split_fences(f"```json {json.dumps(CLICK)} ```").blocks[0].tag == ""
+
+
+@pytest.mark.parametrize("word", SPECIAL_WORDS)
+def test_special_word_as_a_json_string(word: str) -> None:
+    """A JSON string that is WAIT, DONE or FAIL is that special word, bare or in a block."""
+    assert actions_of(f'"{word}"') == [word]
+    assert actions_of(f' "{word}"\n') == [word]
+    assert actions_of(fence(f'"{word}"', "json")) == [word]
+    assert actions_of(fence(f'"{word}"', "")) == [word]
+    assert actions_of(f'```json "{word}" ```') == [word]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([CLICK, "DONE"], [CLICK, "DONE"]),
+        (["WAIT", CLICK, "FAIL", PRESS], ["WAIT", CLICK, "FAIL", PRESS]),
+        (["DONE"], ["DONE"]),
+    ],
+)
+def test_special_words_in_a_list_keep_their_place(value: list[Any], expected: list[Any]) -> None:
+    """A list of objects and special-word strings gives its items in order, fenced or bare."""
+    assert actions_of(json.dumps(value)) == expected
+    assert actions_of(fence(json.dumps(value), "json")) == expected
+    assert actions_of(fence(json.dumps(value), "json") + "\nWAIT") == [*expected, "WAIT"]
+
+
+def test_a_bare_list_with_another_value_goes_to_the_prose_search() -> None:
+    """Without blocks, a list holding anything but objects and special words is not read as
+    actions; the objects with an `action_type` in it are found as in prose."""
+    assert actions_of(json.dumps([CLICK, 3, "DONE"])) == [CLICK]
+    assert actions_of(json.dumps([CLICK, "done"])) == [CLICK]
 
 
 def test_one_bad_block_fails_the_whole_reply() -> None:
@@ -373,7 +471,8 @@ def test_actions_without_blocks(reply: str, expected: list[Any] | None) -> None:
         "I am not sure what to do.",
         'Here: {"x": 1}',
         "[1, 2]",
-        '"DONE"',
+        '"done"',
+        '["DONE", "x"]',
         "The task is DONE.",
         "{" * 1000,
         '{"action_type": ' * 2000,
@@ -478,11 +577,13 @@ def test_computer_13_round_trip_one_block_each(actions: list[Any], prose: list[s
     assert all(isinstance(validate_computer_13(a), Success) for a in parsed)
 
 
-@given(st.lists(computer_13_actions.filter(lambda a: isinstance(a, dict)), min_size=1, max_size=5))
+@given(st.lists(computer_13_actions, min_size=1, max_size=5))
 def test_computer_13_round_trip_as_one_list(actions: list[Any]) -> None:
-    """Valid actions as one JSON list, fenced or bare, parse back equal."""
+    """Valid actions (special words as JSON strings) as one JSON list, fenced or bare, or on the
+    opening fence line, parse back equal, in order."""
     assert actions_of(fence(json.dumps(actions), "json")) == actions
     assert actions_of(json.dumps(actions)) == actions
+    assert actions_of(f"```json {json.dumps(actions)} ```") == actions
 
 
 @given(computer_13_actions.filter(lambda a: isinstance(a, dict)), fence_free_text)
