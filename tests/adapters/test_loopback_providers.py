@@ -17,7 +17,12 @@ import pytest
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.engine.client import HttpModelClient
 from adapters.engine.retry import RetryPolicy
-from adapters.errors import AuthenticationError, BadRequestError, SafetyCheckPending
+from adapters.errors import (
+    AuthenticationError,
+    BadRequestError,
+    QuotaExceededError,
+    SafetyCheckPending,
+)
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
 from tests.adapters.helpers import MODES, call, loopback_client, png_part
@@ -125,15 +130,21 @@ def test_anthropic_overload_is_retried(server: LoopbackServer, mode: str) -> Non
 
 
 @pytest.mark.usefixtures("simulators")
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 208656 tokens > 200000 maximum",
+        # The prompt fits, but not with max_tokens on top (the window counts both).
+        "input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, "
+        "decrease input length or `max_tokens` and try again",
+    ],
+)
 def test_anthropic_prompt_too_long_falls_back(
-    server: LoopbackServer, screenshot: ImagePart, mode: str
+    server: LoopbackServer, screenshot: ImagePart, mode: str, message: str
 ) -> None:
-    """ "prompt is too long" retries once with the system and the latest user message only."""
-    server.enqueue(
-        anthropic_error(
-            400, "invalid_request_error", "prompt is too long: 208656 tokens > 200000 maximum"
-        )
-    )
+    """A 400 about the context window retries once with the system and the latest user message
+    only (the "exceed context limit" one was retried as a bad request ten times, unshortened)."""
+    server.enqueue(anthropic_error(400, "invalid_request_error", message))
     response = _ask(server, "claude-3-7-sonnet-latest", _history(screenshot), mode)
     assert response.context_fallback is True
     assert response.tries == 2
@@ -152,6 +163,31 @@ def test_anthropic_bad_key_fails_at_once(server: LoopbackServer, mode: str) -> N
     assert caught.value.tries == 1
     assert caught.value.request_id == "req_401"
     _no_key(caught.value)
+
+
+@pytest.mark.usefixtures("simulators")
+@pytest.mark.parametrize(
+    ("status", "kind", "message"),
+    [
+        (
+            400,
+            "invalid_request_error",
+            "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+            "Billing to upgrade or purchase credits.",
+        ),
+        (402, "billing_error", "There is an issue with your payment details."),
+    ],
+)
+def test_anthropic_used_up_credit_is_a_quota_error_not_retried(
+    server: LoopbackServer, mode: str, status: int, kind: str, message: str
+) -> None:
+    """A spent balance (a 400 invalid_request_error) or a billing_error is a QuotaExceededError
+    after one try, as OpenAI's insufficient_quota is (it was a bad request retried ten times)."""
+    server.enqueue(anthropic_error(status, kind, message))
+    with pytest.raises(QuotaExceededError, match=r"credit|payment") as caught:
+        _ask(server, "claude-sonnet-4-5", HI, mode)
+    assert (caught.value.status, caught.value.tries) == (status, 1)
+    assert len(server.requests) == 1
 
 
 # --- Gemini ----------------------------------------------------------------------
