@@ -27,6 +27,7 @@ import attrs
 
 from adapters._wire import (
     ErrorBody,
+    delta_seconds,
     error_for_status,
     is_retryable_status,
     merged_turns,
@@ -100,8 +101,9 @@ def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
     for detail in details if isinstance(details, list) else ():
         delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
         match = _SECONDS.match(delay) if isinstance(delay, str) else None
-        if match:
-            return float(match.group(1))
+        seconds = delta_seconds(match.group(1)) if match else None
+        if seconds is not None:  # a delay too long to be a float is unreadable, as if absent
+            return seconds
     return None
 
 

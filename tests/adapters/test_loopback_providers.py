@@ -7,6 +7,7 @@ right typed error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -16,11 +17,12 @@ import pytest
 
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.engine.client import HttpModelClient
-from adapters.engine.retry import RetryPolicy
+from adapters.engine.retry import RetryPolicy, next_wait
 from adapters.errors import (
     AuthenticationError,
     BadRequestError,
     QuotaExceededError,
+    RetryableError,
     SafetyCheckPending,
 )
 from osharm_core import Continuation, ImagePart, Message, TextPart
@@ -188,6 +190,42 @@ def test_anthropic_used_up_credit_is_a_quota_error_not_retried(
         _ask(server, "claude-sonnet-4-5", HI, mode)
     assert (caught.value.status, caught.value.tries) == (status, 1)
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("value", ["inf", "1e999", "nan", "-inf"])
+@pytest.mark.parametrize(
+    ("model", "reply"),
+    [
+        ("claude-sonnet-4-5", anthropic_error(529, "overloaded_error", "Overloaded")),
+        ("gemini-2.5-flash", gemini_error(503, "UNAVAILABLE", "The model is overloaded.")),
+    ],
+)
+def test_an_unreadable_retry_after_counts_as_absent(
+    server: LoopbackServer, model: str, reply: Reply, value: str
+) -> None:
+    """`Retry-After: inf` (or 1e999, nan) is no wait at all, as the README says, for the providers
+    that read the header themselves too: the retry waits RetryPolicy.wait, not the 120 s cap."""
+    server.enqueue(dataclasses.replace(reply, headers={**reply.headers, "retry-after": value}))
+    client = loopback_client(model, server.base_url, retry=RetryPolicy(attempts=1))
+    request = ModelRequest(model=model, messages=HI)
+    with pytest.raises(RetryableError) as caught:
+        call(client, request, "sync")
+    assert caught.value.retry_after is None
+    assert next_wait(RetryPolicy(), caught.value) == 30.0
+
+
+def test_a_gemini_retry_delay_too_long_for_a_float_counts_as_absent(server: LoopbackServer) -> None:
+    """A `RetryInfo.retryDelay` of 400 digits (a float overflows to inf) is no wait."""
+    retry_info = [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "9" * 400 + "s"}
+    ]
+    server.enqueue(
+        gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted", retry_info)
+    )
+    client = loopback_client("gemini-2.5-flash", server.base_url, retry=RetryPolicy(attempts=1))
+    with pytest.raises(RetryableError) as caught:
+        call(client, ModelRequest(model="gemini-2.5-flash", messages=HI), "sync")
+    assert caught.value.retry_after is None
 
 
 # --- Gemini ----------------------------------------------------------------------
