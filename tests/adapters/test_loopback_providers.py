@@ -284,6 +284,38 @@ def test_gemini_token_limit_falls_back(
     assert [len(r.json()["contents"]) for r in server.requests] == [3, 1]
 
 
+@pytest.mark.parametrize("model", ["gemini-2.5-pro", "gemini-computer/gemini-3.5-flash"])
+def test_gemini_thoughts_without_candidate_tokens_are_the_output(
+    server: LoopbackServer, model: str
+) -> None:
+    """A thinking model that spent all its output on thoughts sends no candidatesTokenCount
+    (protobuf JSON leaves zeros out): that count is 0 and the output is the thoughts, so the
+    step's cost is known (it was None, and a dollar cap ended the episode)."""
+    body = {
+        "candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": 1200,
+            "totalTokenCount": 2699,
+            "thoughtsTokenCount": 1499,
+        },
+        "modelVersion": "gemini-2.5-pro",
+    }
+    server.enqueue(Reply(200, body))
+    request = ModelRequest(model=model, messages=HI)
+    response = call(loopback_client(model, server.base_url), request, "sync")
+    assert response.usage.input_tokens == 1200
+    assert (response.usage.output_tokens, response.usage.reasoning_tokens) == (1499, 1499)
+
+
+def test_gemini_usage_without_metadata_stays_unreported(server: LoopbackServer) -> None:
+    """No usageMetadata at all is still no count, never a guessed 0."""
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "WAIT"}]}}]}
+    server.enqueue(Reply(200, body))
+    request = ModelRequest(model="gemini-2.5-pro", messages=HI)
+    response = call(loopback_client("gemini-2.5-pro", server.base_url), request, "sync")
+    assert response.usage.output_tokens is None
+
+
 # --- Responses (computer-use-preview) -----------------------------------------------
 
 
