@@ -248,6 +248,52 @@ def test_azure_refused_version_is_not_retried_and_names_the_setting(
     assert len(azure_reasoning.requests) == 1
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_openrouter_error_in_a_200_is_retried_as_its_code(
+    server: LoopbackServer, mode: str
+) -> None:
+    """OpenRouter sends an error that happens after the model started as HTTP 200 with
+    {"error": {"code": 502, ...}}: it is retried as a 502 would be (it was a non-retried
+    "reply has no choices" that lost the message)."""
+    body = {
+        "error": {
+            "code": 502,
+            "message": "Upstream provider returned an invalid response",
+            "metadata": {"provider_name": "Together"},
+        },
+        "user_id": "user_x",
+    }
+    server.enqueue(Reply(200, body), OK)
+    client = loopback_client("openrouter/qwen/qwen2.5-vl-72b-instruct", f"{server.base_url}/v1")
+    response = call(client, REQUEST, mode)
+    assert (response.text, response.tries) == ("final answer", 2)
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "error"),
+    [
+        (401, "User not found.", AuthenticationError),
+        (429, "Rate limit exceeded upstream", RetryableError),
+        (502, "Upstream provider returned an invalid response", RetryableError),
+    ],
+)
+def test_openrouter_error_in_a_200_keeps_its_message(
+    server: LoopbackServer, code: int, message: str, error: type[ModelCallError]
+) -> None:
+    """The typed error an HTTP reply with that code would be, with the provider's message."""
+    server.enqueue(Reply(200, {"error": {"code": code, "message": message}}))
+    client = loopback_client(
+        "openrouter/qwen/qwen2.5-vl-72b-instruct",
+        f"{server.base_url}/v1",
+        retry=RetryPolicy(attempts=1),
+    )
+    with pytest.raises(error) as caught:
+        call(client, REQUEST, "sync")
+    assert type(caught.value) is error
+    assert message in str(caught.value)
+    assert f"error {code} in an HTTP 200 reply" in str(caught.value)
+
+
 def _echo_key(received: Received) -> Reply:
     """A server that puts the caller's credentials into its error message."""
     return openai_error(401, f"bad credentials: {received.headers.get('authorization')}")
