@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -185,20 +186,38 @@ class ErrorBody:
         return f"{self.label}: {self.message}" if self.label else self.message
 
 
+def delta_seconds(text: str | None) -> float | None:
+    """A `Retry-After` value given in seconds, or `None`: absent, not a number, or not finite.
+
+    A negative number waits 0. This is the one reading of delta seconds: the engine's
+    `parse_retry_after` uses it too, so a provider and the engine agree on `inf`, `1e999`
+    and `nan` (unreadable, as if absent).
+
+    >>> delta_seconds("12"), delta_seconds(" -3 "), delta_seconds("1e999"), delta_seconds("nan")
+    (12.0, 0.0, None, None)
+    """
+    if text is None:
+        return None
+    try:
+        seconds = float(text.strip())
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """A `Retry-After` header (any name case) given in seconds; `None` when absent or not a number.
+    """A `Retry-After` header (any name case) given in seconds; `None` when absent or
+    unreadable (see `delta_seconds`).
 
     HTTP dates are left to the client, which reads them when a provider's
     error carries no wait.
 
     >>> retry_after_seconds({"Retry-After": "12"}), retry_after_seconds({"retry-after": "soon"})
     (12.0, None)
+    >>> retry_after_seconds({"retry-after": "inf"}) is None
+    True
     """
-    value = {k.lower(): v for k, v in headers.items()}.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    return delta_seconds({k.lower(): v for k, v in headers.items()}.get("retry-after"))
 
 
 def token_count(usage: object, field: str) -> int | None:

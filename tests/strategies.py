@@ -875,6 +875,15 @@ hostile_http_dates = st.builds(
     st.sampled_from(["GMT", "+0000", "-2359", "+2400"]) | _huge.map("+{}".format),
 )
 
+#: `Retry-After` values in seconds as a hostile server writes them: any float (NaN, infinities,
+#: 1e999 overflowing to one), long digit runs, signs and padding, and plain junk.
+hostile_delta_seconds = (
+    st.floats().map(repr)
+    | st.sampled_from(["inf", "-inf", "nan", "NaN", "1e999", "-1e999", "Infinity", " 12 ", "+3"])
+    | st.integers(0, 10**400).map(str)
+    | st.text(max_size=20)
+)
+
 
 # --- adapters: hostile numbers in native replies (tests/adapters/test_native_hostile.py) ---
 

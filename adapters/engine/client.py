@@ -234,6 +234,16 @@ def _completed(
     return _scrub(error, secrets)
 
 
+def _with_wait(headers: Mapping[str, str], error: ModelCallError) -> Mapping[str, str]:
+    """A reply's headers for the rate limiter, with the error's own wait as `retry-after-ms`
+    when the headers ask for none: Gemini puts its wait in the body (`RetryInfo.retryDelay`),
+    which a limiter reading headers alone would miss, pausing the other workers 1 s."""
+    wait = getattr(error, "retry_after", None)
+    if wait is None or retry_after_from_headers(headers, datetime.now(UTC)) is not None:
+        return headers
+    return {**headers, "retry-after-ms": str(wait * 1000.0)}
+
+
 def _within(seconds: float | None, left: float) -> float:
     return left if seconds is None else min(seconds, left)
 
@@ -519,8 +529,8 @@ class HttpModelClient:
             return run.receive(outcome)
         try:
             reply = run.receive(outcome)
-        except ModelCallError:
-            self.limiter.observe(outcome.status, outcome.headers)
+        except ModelCallError as error:
+            self.limiter.observe(outcome.status, _with_wait(outcome.headers, error))
             raise
         usage = reply.usage
         tokens = usage.total_tokens

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import email.utils
 import functools
-import math
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from adapters._wire import delta_seconds
 from adapters.errors import BadRequestError, ModelCallError
 from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
@@ -150,12 +150,9 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     text = value.strip()
     if not text:
         return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if math.isfinite(seconds) else None
+    seconds = delta_seconds(text)
+    if seconds is not None:
+        return seconds
     when = _http_date(text)
     if when is None:
         return None

@@ -24,6 +24,25 @@ from osharm_core.step import StepRequest
 # "You set image=2 (or defaulted to 1) in `--limit-mm-per-prompt`, but passed 3 ..." (newer).
 _AT_MOST: Final = re.compile(r"at most (\d+) image", re.IGNORECASE)
 _MM_LIMIT: Final = re.compile(r"image\s*=\s*(\d+)[^\n]{0,40}limit[-_]mm[-_]per[-_]prompt", re.I)
+# Groq answers 413 `rate_limit_exceeded` to one request larger than the account's tokens per
+# minute ("... on tokens per minute (TPM): Limit 6000, Requested 12328, please reduce your
+# message size"): no wait lets it through, and its body is not what is too large.
+_PER_MINUTE: Final = re.compile(r"rate_limit_exceeded|tokens per minute", re.IGNORECASE)
+_TPM_LIMIT: Final = re.compile(r"\bLimit:? (\d+)")
+#: The longest number read from a server's words (digits past it are no limit anyone sets;
+#: `int()` of 4,300 digits and more raises).
+_MAX_DIGITS: Final = 12
+#: The `server_profile` whose byte limit is a provider's own (others get nginx's hint).
+_BYTE_PROFILES: Final = {"anthropic": "anthropic", "anthropic-computer": "anthropic"}
+
+
+def _number(digits: str) -> int | None:
+    """The number a server wrote, or None when it is too long to be a real limit.
+
+    >>> _number("32"), _number("9" * 5000)
+    (32, None)
+    """
+    return int(digits) if len(digits) <= _MAX_DIGITS else None
 
 
 def server_limit_error(status: int, text: str, error: ModelCallError) -> ServerLimitError | None:
@@ -40,21 +59,39 @@ def server_limit_error(status: int, text: str, error: ModelCallError) -> ServerL
     }
     match = _AT_MOST.search(text) or _MM_LIMIT.search(text)
     if match is not None and status in (400, 413, 422):
-        maximum = int(match.group(1))
+        maximum = _number(match.group(1))
+        named = f"at most {maximum} image(s)" if maximum is not None else "fewer images"
         hint = "server_profile='vllm-default'" if maximum == 1 else "server_profile"
+        limits = f"ServerLimits(max_images={maximum if maximum is not None else 'N'})"
         return ServerLimitError(
-            f"the server accepts at most {maximum} image(s) per request: set {hint} "
-            f"(or ServerLimits(max_images={maximum})), or start vLLM with a larger "
-            f"--limit-mm-per-prompt ({error.message})",
+            f"the server accepts {named} per request: set {hint} (or {limits}), or start "
+            f"vLLM with a larger --limit-mm-per-prompt ({error.message})",
             limit="max_images",
             maximum=maximum,
             **where,
         )
-    if status == 413 and not isinstance(error, ContextLengthError):
+    if status == 413 and _PER_MINUTE.search(text):
+        found = _TPM_LIMIT.search(error.message)
+        maximum = _number(found.group(1)) if found else None
         return ServerLimitError(
-            "the server refused the request body as too large (HTTP 413): set "
-            "server_profile='nginx' for nginx's 1 MiB default, or ServerLimits(max_bytes=N) "
-            f"for the server's client_max_body_size ({error.message})",
+            "the request is larger than the account's tokens-per-minute limit (HTTP 413), so "
+            "no wait lets it through: set ServerLimits(max_input_tokens=N) with N below that "
+            "limit less max_tokens (which the server counts too), or raise the account's "
+            f"limit ({error.message})",
+            limit="max_input_tokens",
+            maximum=maximum,
+            **where,
+        )
+    if status == 413 and not isinstance(error, ContextLengthError):
+        profile = _BYTE_PROFILES.get(error.provider)
+        hint = (
+            f"server_profile={profile!r} for its documented request size"
+            if profile is not None
+            else "server_profile='nginx' for nginx's 1 MiB default"
+        )
+        return ServerLimitError(
+            f"the server refused the request body as too large (HTTP 413): set {hint}, or "
+            f"ServerLimits(max_bytes=N) for the server's limit ({error.message})",
             limit="max_bytes",
             **where,
         )

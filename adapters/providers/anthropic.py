@@ -53,6 +53,12 @@ API_KEY_ENV: Final = "ANTHROPIC_API_KEY"
 #: Which sampling parameters a model accepts: both, only temperature, or neither.
 Sampling = Literal["both", "temperature", "none"]
 
+#: A 400 about the context window: the prompt alone, or the prompt plus `max_tokens`
+#: ("input length and `max_tokens` exceed context limit: 199000 + 1500 > 200000, ...").
+_TOO_LONG: Final = re.compile(r"prompt is too long|exceed context limit", re.IGNORECASE)
+#: A 400 `invalid_request_error` sent when the prepaid balance is spent.
+_NO_CREDIT: Final = re.compile(r"credit balance is too low", re.IGNORECASE)
+
 _MAGIC: Final = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -68,11 +74,12 @@ def _version(model: str) -> tuple[int, int] | None:
     ((3, 5), (4, 0))
     >>> _version("claude-sonnet-4-5"), _version("claude-2.1"), _version("gpt-4o")
     ((4, 5), (2, 1), None)
+    >>> _version("claude-sonnet-²")  # a digit to isdigit(), not to int()
     """
     name = model.rsplit("/", 1)[-1].lower()
     if not name.startswith("claude"):
         return None
-    numbers = [t for t in re.split(r"[-.@:_]", name) if t.isdigit() and len(t) <= 2]
+    numbers = [t for t in re.split(r"[-.@:_]", name) if t.isascii() and t.isdigit() and len(t) <= 2]
     if not numbers:
         return None
     return int(numbers[0]), int(numbers[1]) if len(numbers) > 1 else 0
@@ -233,7 +240,9 @@ class AnthropicProvider:
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str
     ) -> ModelCallError:
-        """The typed error for a non-2xx reply: overload and rate limits retry, a long prompt falls back."""
+        """The typed error for a non-2xx reply: overload and rate limits retry, a long prompt
+        falls back, a used-up balance or spend limit is a `QuotaExceededError`; a 413 (the
+        request's bytes) is left to the engine, which makes it a `ServerLimitError`."""
         parsed = ErrorBody.read(body, status, text, label_field="type")
         described = parsed.described
         body_id = body.get("request_id") if isinstance(body, Mapping) else None
@@ -242,12 +251,18 @@ class AnthropicProvider:
             "request_id": request_id_from(headers)
             or (body_id if isinstance(body_id, str) else None),
         }
-        if status == 413 or (status == 400 and "prompt is too long" in parsed.message.lower()):
+        if status == 400 and _TOO_LONG.search(parsed.message):
             return ContextLengthError(described, status=status, **where)
         details = parsed.detail.get("details")
-        if (
+        spend_limit = (
             isinstance(details, Mapping)
             and details.get("error_code") == "enforced_spend_limit_reached"
+        )
+        if (
+            spend_limit
+            or status == 402
+            or parsed.label == "billing_error"
+            or _NO_CREDIT.search(parsed.message)
         ):
             return QuotaExceededError(described, status=status, **where)
         if is_retryable_status(status) or parsed.label in ("overloaded_error", "api_error"):

@@ -27,6 +27,7 @@ import attrs
 
 from adapters._wire import (
     ErrorBody,
+    delta_seconds,
     error_for_status,
     is_retryable_status,
     merged_turns,
@@ -35,7 +36,14 @@ from adapters._wire import (
     split_system,
     token_count,
 )
-from adapters.contract import HttpCall, ModelClient, ModelRequest, ProviderReply, Usage
+from adapters.contract import (
+    HttpCall,
+    ModelClient,
+    ModelRequest,
+    ProviderReply,
+    Usage,
+    plausible_count,
+)
 from adapters.errors import (
     AuthenticationError,
     ContextLengthError,
@@ -100,8 +108,9 @@ def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
     for detail in details if isinstance(details, list) else ():
         delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
         match = _SECONDS.match(delay) if isinstance(delay, str) else None
-        if match:
-            return float(match.group(1))
+        seconds = delta_seconds(match.group(1)) if match else None
+        if seconds is not None:  # a delay too long to be a float is unreadable, as if absent
+            return seconds
     return None
 
 
@@ -207,6 +216,10 @@ class GeminiProvider:
     ) -> ProviderReply:
         usage = body.get("usageMetadata")
         candidates_tokens = token_count(usage, "candidatesTokenCount")
+        if isinstance(usage, Mapping) and "candidatesTokenCount" not in usage:
+            # Protobuf JSON leaves out zero counts: a thinking model that spent its whole
+            # output budget on thoughts reports no candidatesTokenCount at all.
+            candidates_tokens = 0
         thoughts = token_count(usage, "thoughtsTokenCount")
         version = body.get("modelVersion")
         # promptTokenCount already includes cachedContentTokenCount; thoughts are output.
@@ -216,7 +229,7 @@ class GeminiProvider:
                 input_tokens=token_count(usage, "promptTokenCount"),
                 output_tokens=None
                 if candidates_tokens is None
-                else candidates_tokens + (thoughts or 0),
+                else plausible_count(candidates_tokens + (thoughts or 0)),
                 total_tokens=token_count(usage, "totalTokenCount"),
                 cached_input_tokens=token_count(usage, "cachedContentTokenCount"),
                 reasoning_tokens=thoughts,

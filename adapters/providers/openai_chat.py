@@ -139,7 +139,11 @@ def decode_chat(provider: str, request: ModelRequest, body: Any) -> ProviderRepl
     as the text, so a safety benchmark sees it, and kept in `refusal` (as is a
     `content_filter` finish). A choice with no text is an empty reply, with
     its `finish_reason`; no choices at all is a `ResponseDecodeError` (not
-    retried).
+    retried), unless the body is an error object whose `code` is an HTTP
+    error status: OpenRouter sends an error that happens after the model
+    started as HTTP 200 with `{"error": {"code": 502, "message": ...}}`, and
+    that is the typed error an HTTP reply with that status would be (see
+    `embedded_error`).
     """
 
     def fail(why: str) -> ResponseDecodeError:
@@ -149,6 +153,9 @@ def decode_chat(provider: str, request: ModelRequest, body: Any) -> ProviderRepl
         raise fail("reply is not a JSON object")
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
+        embedded = embedded_error(provider, body)
+        if embedded is not None:
+            raise embedded
         raise fail("reply has no choices")
     choice = choices[0]
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -211,6 +218,28 @@ def chat_error(
     if code == "insufficient_quota" or kind == "insufficient_quota":
         return QuotaExceededError(message, provider=provider, status=status, request_id=rid)
     return error_for_status(status, message, provider=provider, request_id=rid)
+
+
+def embedded_error(provider: str, body: Mapping[str, Any]) -> ModelCallError | None:
+    """The typed error of a 200 reply whose body is an error with an HTTP error `code`, or None.
+
+    The error is the one `chat_error` gives an HTTP reply of that status (5xx and
+    429 retried, others typed), its message kept and marked as sent with HTTP 200.
+
+    >>> embedded_error("openrouter", {"error": {"code": 502, "message": "upstream down"}})
+    RetryableError('upstream down (error 502 in an HTTP 200 reply)')
+    >>> embedded_error("openrouter", {"error": {"code": "oops", "message": "x"}}) is None
+    True
+    """
+    error = body.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    if isinstance(code, bool) or not isinstance(code, int) or not 400 <= code <= 599:
+        return None
+    typed = chat_error(provider, code, {}, body, "")
+    typed.message = f"{typed.message} (error {code} in an HTTP 200 reply)"
+    typed.args = (typed.message,)
+    typed.status = 200
+    return typed
 
 
 class ChatCompletionsReplies:

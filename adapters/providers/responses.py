@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -75,6 +76,21 @@ TOOLS: Final = ("computer_use_preview", "computer")
 #: the model is done. An `incomplete` one (`incomplete_details.reason` `max_output_tokens` or
 #: `content_filter`) leaves such a reply without an action (see `computer_use.reply_text`).
 NATURAL_STOPS: Final = ("completed",)
+#: `reasoning_summary`'s default: the summary the request's model accepts (see `summary_for`).
+BY_MODEL: Final = "by-model"
+# OpenAI's API reference: "`concise` is supported for `computer-use-preview` models and all
+# reasoning models after `gpt-5`"; gpt-5 itself answers 400 "Supported values are: 'detailed'".
+_CONCISE: Final = re.compile(r"computer-use-preview|gpt-5\.\d")
+
+
+def summary_for(model: str) -> str:
+    """The reasoning summary asked of `model` by default: `concise` where it is documented
+    (computer-use-preview, gpt-5.1 and later), else `auto`, which every reasoning model takes.
+
+    >>> summary_for("computer-use-preview-2025-03-11"), summary_for("gpt-5.4"), summary_for("gpt-5")
+    ('concise', 'concise', 'auto')
+    """
+    return "concise" if _CONCISE.match(model.rsplit("/", 1)[-1].lower()) else "auto"
 
 
 def png_size(data: str) -> tuple[int, int] | None:
@@ -272,6 +288,8 @@ class ResponsesProvider:
     `display` is the screen size used when no PNG screenshot tells it;
     `reasoning_summary` (`concise`, `detailed`, `auto`, or None to leave it
     out) asks for the model's reasoning summary, which becomes the thought;
+    the default, `BY_MODEL`, asks for what the request's model accepts
+    (see `summary_for`);
     `resend_user_text` adds the latest user text next to the
     `computer_call_output`s of a continued chain; `pixels_per_click` is the
     scroll conversion (see `adapters.providers.computer_use`). `tool` picks
@@ -284,7 +302,7 @@ class ResponsesProvider:
     base_url: str | None = None
     environment: str = "linux"
     display: tuple[int, int] = DEFAULT_DISPLAY
-    reasoning_summary: str | None = "concise"
+    reasoning_summary: str | None = BY_MODEL
     resend_user_text: bool = False
     pixels_per_click: int = 100
     tool: str = attrs.field(default="computer_use_preview")
@@ -327,8 +345,11 @@ class ResponsesProvider:
             }
         if system:
             body["instructions"] = system
-        if self.reasoning_summary is not None:
-            body["reasoning"] = {"summary": self.reasoning_summary}
+        summary = self.reasoning_summary
+        if summary is not None:
+            body["reasoning"] = {
+                "summary": summary_for(request.model) if summary == BY_MODEL else summary
+            }
         continuation = request.continuation
         if continuation is None:
             body["input"] = items
@@ -467,6 +488,7 @@ class ResponsesProvider:
 __all__ = [
     "ACTION_SPACES",
     "API_KEY_ENV",
+    "BY_MODEL",
     "DEFAULT_BASE_URL",
     "DEFAULT_DISPLAY",
     "NATURAL_STOPS",
@@ -476,4 +498,5 @@ __all__ = [
     "png_size",
     "quote_thought",
     "render_input",
+    "summary_for",
 ]

@@ -230,9 +230,30 @@ def test_decode_without_a_content_list_is_a_typed_error(body: Any) -> None:
             ContextLengthError,
         ),
         (
+            400,
+            error_body(
+                "invalid_request_error",
+                "input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, "
+                "decrease input length or `max_tokens` and try again",
+            ),
+            ContextLengthError,
+        ),
+        (
+            400,
+            error_body(
+                "invalid_request_error",
+                "Your credit balance is too low to access the Anthropic API. Please go to "
+                "Plans & Billing to upgrade or purchase credits.",
+            ),
+            QuotaExceededError,
+        ),
+        (402, error_body("billing_error", "payment details"), QuotaExceededError),
+        # The request's bytes (Cloudflare's 32 MB limit), not its tokens: the engine makes it
+        # a ServerLimitError (test_server_limits.py), the history is never silently dropped.
+        (
             413,
             error_body("request_too_large", "Request exceeds the maximum size"),
-            ContextLengthError,
+            ModelCallError,
         ),
         (400, error_body("invalid_request_error", "messages: field required"), BadRequestError),
         (401, error_body("authentication_error", "invalid x-api-key"), AuthenticationError),
@@ -279,3 +300,17 @@ def test_key_never_in_repr() -> None:
     provider = AnthropicProvider(api_key=KEY)
     assert KEY not in repr(provider)
     assert KEY not in repr(provider.encode(_request(())))
+
+
+@pytest.mark.parametrize(
+    ("model", "sampling"),
+    [("claude-sonnet-²", "none"), ("claude-opus-٤", "none"), ("claude-3-５", "both")],
+)
+def test_a_model_name_with_non_ascii_digits_is_no_crash(model: str, sampling: str) -> None:
+    """Digits `str.isdigit` accepts but are not ASCII (a superscript `int` refuses, other
+    scripts' digits) are no version number: never a raw ValueError from encoding a request."""
+    assert sampling_for(model) == sampling
+    call = AnthropicProvider(api_key=KEY).encode(
+        _request((Message("user", (TextPart("x"),)),), model)
+    )
+    assert call.json is not None

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from adapters.contract import ModelRequest
 from adapters.engine.client import HttpModelClient
 from adapters.engine.limits import RateLimiter, parse_duration, parse_reset_time
-from adapters.engine.retry import RetryPolicy
-from adapters.errors import RateLimitWaitError
+from adapters.engine.retry import NO_RETRIES, RetryPolicy
+from adapters.errors import RateLimitWaitError, RetryableError
 from adapters.registry import REGISTRY
 from osharm_core import ConfigError, Message, TextPart
 from tests import strategies as s
@@ -331,6 +331,49 @@ def test_a_pause_past_the_deadline_is_not_sent(server: LoopbackServer) -> None:
     ):
         c.complete(REQUEST)
     assert server.requests == []
+
+
+GEMINI_429 = {
+    "error": {
+        "code": 429,
+        "status": "RESOURCE_EXHAUSTED",
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "details": [
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}],
+            },
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"},
+        ],
+    }
+}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_wait_named_in_the_body_pauses_the_other_workers(
+    server: LoopbackServer, mode: str
+) -> None:
+    """Gemini's 429 names its wait in the body (RetryInfo.retryDelay), not a header: the shared
+    limiter pauses every worker that long, not the 1 s fallback."""
+    server.enqueue(Reply(429, GEMINI_429))
+    clock = Clock()
+    shared = limiter(clock)
+    client = loopback_client("gemini-2.5-flash", server.base_url, retry=NO_RETRIES, limiter=shared)
+    with pytest.raises(RetryableError) as caught:
+        call(client, ModelRequest(model="gemini-2.5-flash", messages=REQUEST.messages), mode)
+    assert caught.value.retry_after == 37.0
+    assert shared.reserve() == pytest.approx(37.0)
+
+
+def test_a_header_wait_still_wins_over_the_body(server: LoopbackServer) -> None:
+    """When the headers name a wait, the limiter follows them as before."""
+    server.enqueue(Reply(429, GEMINI_429, headers={"retry-after": "5"}))
+    clock = Clock()
+    shared = limiter(clock)
+    client = loopback_client("gemini-2.5-flash", server.base_url, retry=NO_RETRIES, limiter=shared)
+    with pytest.raises(RetryableError):
+        call(client, ModelRequest(model="gemini-2.5-flash", messages=REQUEST.messages), "sync")
+    assert shared.reserve() == pytest.approx(5.0)
 
 
 # --- dates out of range (review finding 1) ---------------------------------------------

@@ -8,6 +8,7 @@ short timeouts so nothing can hang.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -198,6 +199,99 @@ def test_azure_over_loopback(server: LoopbackServer, mode: str) -> None:
     assert "authorization" not in received.headers
     assert "model" not in received.json()
     assert response.text == "loopback reply"
+
+
+def _azure_versions(received: Received) -> Reply:
+    """Azure as it treats a reasoning deployment: the GA api-version is refused."""
+    if "api-version=2024-10-21" in received.query:
+        message = "Model {modelName} is enabled only for api versions 2024-12-01-preview and later"
+        return Reply(400, {"error": {"code": "BadRequest", "message": message}})
+    return Reply(200, chat_completion("reasoned"))
+
+
+@pytest.fixture
+def azure_reasoning(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackServer]:
+    """A loopback Azure refusing the GA api-version, with no AZURE_OPENAI_API_VERSION set."""
+    monkeypatch.delenv("AZURE_OPENAI_API_VERSION", raising=False)
+    with LoopbackServer() as azure:
+        azure.route("POST", r".*/chat/completions", _azure_versions)
+        yield azure
+
+
+@pytest.mark.parametrize("deployment", ["o3-mini", "o4-mini", "gpt-5", "gpt-5-mini"])
+def test_azure_reasoning_deployments_get_a_version_that_takes_them(
+    azure_reasoning: LoopbackServer, deployment: str
+) -> None:
+    """With no version set, a reasoning deployment is sent 2025-04-01-preview (Azure's
+    reasoning-model page lists it for the o-series), not the GA 2024-10-21 it refuses."""
+    client = loopback_client(f"azure/{deployment}", azure_reasoning.base_url)
+    response = call(client, ModelRequest(model=deployment, messages=MESSAGES), "sync")
+    assert response.text == "reasoned"
+    (received,) = azure_reasoning.requests
+    assert received.query == "api-version=2025-04-01-preview"
+
+
+def test_azure_refused_version_is_not_retried_and_names_the_setting(
+    azure_reasoning: LoopbackServer,
+) -> None:
+    """A deployment whose name does not say it reasons gets the GA version; Azure's 400 about the
+    version is a ModelCallError after one try (it was a bad request retried ten times) that
+    names AZURE_OPENAI_API_VERSION and the api_version argument."""
+    client = loopback_client("azure/prod-reasoner", azure_reasoning.base_url)
+    with pytest.raises(ModelCallError) as caught:
+        call(client, ModelRequest(model="prod-reasoner", messages=MESSAGES), "sync")
+    assert type(caught.value) is ModelCallError
+    assert caught.value.tries == 1
+    assert "AZURE_OPENAI_API_VERSION" in str(caught.value)
+    assert "api_version=" in str(caught.value)
+    assert "2024-12-01-preview" in str(caught.value)
+    assert len(azure_reasoning.requests) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_openrouter_error_in_a_200_is_retried_as_its_code(
+    server: LoopbackServer, mode: str
+) -> None:
+    """OpenRouter sends an error that happens after the model started as HTTP 200 with
+    {"error": {"code": 502, ...}}: it is retried as a 502 would be (it was a non-retried
+    "reply has no choices" that lost the message)."""
+    body = {
+        "error": {
+            "code": 502,
+            "message": "Upstream provider returned an invalid response",
+            "metadata": {"provider_name": "Together"},
+        },
+        "user_id": "user_x",
+    }
+    server.enqueue(Reply(200, body), OK)
+    client = loopback_client("openrouter/qwen/qwen2.5-vl-72b-instruct", f"{server.base_url}/v1")
+    response = call(client, REQUEST, mode)
+    assert (response.text, response.tries) == ("final answer", 2)
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "error"),
+    [
+        (401, "User not found.", AuthenticationError),
+        (429, "Rate limit exceeded upstream", RetryableError),
+        (502, "Upstream provider returned an invalid response", RetryableError),
+    ],
+)
+def test_openrouter_error_in_a_200_keeps_its_message(
+    server: LoopbackServer, code: int, message: str, error: type[ModelCallError]
+) -> None:
+    """The typed error an HTTP reply with that code would be, with the provider's message."""
+    server.enqueue(Reply(200, {"error": {"code": code, "message": message}}))
+    client = loopback_client(
+        "openrouter/qwen/qwen2.5-vl-72b-instruct",
+        f"{server.base_url}/v1",
+        retry=RetryPolicy(attempts=1),
+    )
+    with pytest.raises(error) as caught:
+        call(client, REQUEST, "sync")
+    assert type(caught.value) is error
+    assert message in str(caught.value)
+    assert f"error {code} in an HTTP 200 reply" in str(caught.value)
 
 
 def _echo_key(received: Received) -> Reply:

@@ -7,6 +7,7 @@ right typed error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +17,14 @@ import pytest
 
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.engine.client import HttpModelClient
-from adapters.engine.retry import RetryPolicy
-from adapters.errors import AuthenticationError, BadRequestError, SafetyCheckPending
+from adapters.engine.retry import RetryPolicy, next_wait
+from adapters.errors import (
+    AuthenticationError,
+    BadRequestError,
+    QuotaExceededError,
+    RetryableError,
+    SafetyCheckPending,
+)
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
 from tests.adapters.helpers import MODES, call, loopback_client, png_part
@@ -125,15 +132,21 @@ def test_anthropic_overload_is_retried(server: LoopbackServer, mode: str) -> Non
 
 
 @pytest.mark.usefixtures("simulators")
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 208656 tokens > 200000 maximum",
+        # The prompt fits, but not with max_tokens on top (the window counts both).
+        "input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, "
+        "decrease input length or `max_tokens` and try again",
+    ],
+)
 def test_anthropic_prompt_too_long_falls_back(
-    server: LoopbackServer, screenshot: ImagePart, mode: str
+    server: LoopbackServer, screenshot: ImagePart, mode: str, message: str
 ) -> None:
-    """ "prompt is too long" retries once with the system and the latest user message only."""
-    server.enqueue(
-        anthropic_error(
-            400, "invalid_request_error", "prompt is too long: 208656 tokens > 200000 maximum"
-        )
-    )
+    """A 400 about the context window retries once with the system and the latest user message
+    only (the "exceed context limit" one was retried as a bad request ten times, unshortened)."""
+    server.enqueue(anthropic_error(400, "invalid_request_error", message))
     response = _ask(server, "claude-3-7-sonnet-latest", _history(screenshot), mode)
     assert response.context_fallback is True
     assert response.tries == 2
@@ -152,6 +165,67 @@ def test_anthropic_bad_key_fails_at_once(server: LoopbackServer, mode: str) -> N
     assert caught.value.tries == 1
     assert caught.value.request_id == "req_401"
     _no_key(caught.value)
+
+
+@pytest.mark.usefixtures("simulators")
+@pytest.mark.parametrize(
+    ("status", "kind", "message"),
+    [
+        (
+            400,
+            "invalid_request_error",
+            "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+            "Billing to upgrade or purchase credits.",
+        ),
+        (402, "billing_error", "There is an issue with your payment details."),
+    ],
+)
+def test_anthropic_used_up_credit_is_a_quota_error_not_retried(
+    server: LoopbackServer, mode: str, status: int, kind: str, message: str
+) -> None:
+    """A spent balance (a 400 invalid_request_error) or a billing_error is a QuotaExceededError
+    after one try, as OpenAI's insufficient_quota is (it was a bad request retried ten times)."""
+    server.enqueue(anthropic_error(status, kind, message))
+    with pytest.raises(QuotaExceededError, match=r"credit|payment") as caught:
+        _ask(server, "claude-sonnet-4-5", HI, mode)
+    assert (caught.value.status, caught.value.tries) == (status, 1)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("value", ["inf", "1e999", "nan", "-inf"])
+@pytest.mark.parametrize(
+    ("model", "reply"),
+    [
+        ("claude-sonnet-4-5", anthropic_error(529, "overloaded_error", "Overloaded")),
+        ("gemini-2.5-flash", gemini_error(503, "UNAVAILABLE", "The model is overloaded.")),
+    ],
+)
+def test_an_unreadable_retry_after_counts_as_absent(
+    server: LoopbackServer, model: str, reply: Reply, value: str
+) -> None:
+    """`Retry-After: inf` (or 1e999, nan) is no wait at all, as the README says, for the providers
+    that read the header themselves too: the retry waits RetryPolicy.wait, not the 120 s cap."""
+    server.enqueue(dataclasses.replace(reply, headers={**reply.headers, "retry-after": value}))
+    client = loopback_client(model, server.base_url, retry=RetryPolicy(attempts=1))
+    request = ModelRequest(model=model, messages=HI)
+    with pytest.raises(RetryableError) as caught:
+        call(client, request, "sync")
+    assert caught.value.retry_after is None
+    assert next_wait(RetryPolicy(), caught.value) == 30.0
+
+
+def test_a_gemini_retry_delay_too_long_for_a_float_counts_as_absent(server: LoopbackServer) -> None:
+    """A `RetryInfo.retryDelay` of 400 digits (a float overflows to inf) is no wait."""
+    retry_info = [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "9" * 400 + "s"}
+    ]
+    server.enqueue(
+        gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted", retry_info)
+    )
+    client = loopback_client("gemini-2.5-flash", server.base_url, retry=RetryPolicy(attempts=1))
+    with pytest.raises(RetryableError) as caught:
+        call(client, ModelRequest(model="gemini-2.5-flash", messages=HI), "sync")
+    assert caught.value.retry_after is None
 
 
 # --- Gemini ----------------------------------------------------------------------
@@ -208,6 +282,38 @@ def test_gemini_token_limit_falls_back(
     response = _ask(server, "gemini-2.5-pro", _history(screenshot), mode)
     assert response.context_fallback is True
     assert [len(r.json()["contents"]) for r in server.requests] == [3, 1]
+
+
+@pytest.mark.parametrize("model", ["gemini-2.5-pro", "gemini-computer/gemini-3.5-flash"])
+def test_gemini_thoughts_without_candidate_tokens_are_the_output(
+    server: LoopbackServer, model: str
+) -> None:
+    """A thinking model that spent all its output on thoughts sends no candidatesTokenCount
+    (protobuf JSON leaves zeros out): that count is 0 and the output is the thoughts, so the
+    step's cost is known (it was None, and a dollar cap ended the episode)."""
+    body = {
+        "candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": 1200,
+            "totalTokenCount": 2699,
+            "thoughtsTokenCount": 1499,
+        },
+        "modelVersion": "gemini-2.5-pro",
+    }
+    server.enqueue(Reply(200, body))
+    request = ModelRequest(model=model, messages=HI)
+    response = call(loopback_client(model, server.base_url), request, "sync")
+    assert response.usage.input_tokens == 1200
+    assert (response.usage.output_tokens, response.usage.reasoning_tokens) == (1499, 1499)
+
+
+def test_gemini_usage_without_metadata_stays_unreported(server: LoopbackServer) -> None:
+    """No usageMetadata at all is still no count, never a guessed 0."""
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "WAIT"}]}}]}
+    server.enqueue(Reply(200, body))
+    request = ModelRequest(model="gemini-2.5-pro", messages=HI)
+    response = call(loopback_client("gemini-2.5-pro", server.base_url), request, "sync")
+    assert response.usage.output_tokens is None
 
 
 # --- Responses (computer-use-preview) -----------------------------------------------

@@ -22,7 +22,7 @@ from adapters.registry import (
     ModelRegistry,
     client_for,
 )
-from osharm_core import AgentConfig, ConfigError
+from osharm_core import AgentConfig, ConfigError, Message
 from tests.adapters.conftest import FAKE_KEY
 
 ENV_VARS = (
@@ -235,7 +235,10 @@ def test_azure_from_environment(clean_env: pytest.MonkeyPatch) -> None:
     client = built("azure/gpt4o-prod")
     provider = client.provider
     assert isinstance(provider, AzureOpenAIProvider)
-    assert (provider.deployment, provider.api_version) == ("gpt4o-prod", DEFAULT_AZURE_API_VERSION)
+    # No version set: chosen per request model (api_version_for), the GA one for gpt-4o.
+    assert (provider.deployment, provider.api_version) == ("gpt4o-prod", None)
+    call = provider.encode(ModelRequest(model="gpt4o-prod", messages=(Message("user", ()),)))
+    assert call.url.endswith(f"api-version={DEFAULT_AZURE_API_VERSION}")
     assert client.model == "gpt4o-prod"
     with pytest.raises(ConfigurationError, match="AZURE_OPENAI_DEPLOYMENT"):
         client_for("azure/")

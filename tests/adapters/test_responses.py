@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from returns.result import Success
 
 from adapters.contract import ModelRequest
+from adapters.engine.retry import NO_RETRIES
 from adapters.errors import (
     ConfigurationError,
     ContextLengthError,
@@ -27,7 +28,8 @@ from adapters.providers.responses import ResponsesProvider, png_size, quote_thou
 from osharm_core import Continuation, ImagePart, Message, TextPart
 from osharm_core.parsing import parse_actions_from_string, parse_code_from_string
 from osharm_core.vocabulary import validate_computer_13
-from tests.adapters.helpers import png_part
+from tests.adapters.helpers import call, loopback_client, png_part
+from tests.adapters.loopback import LoopbackServer, Reply
 from tests.adapters.provider_routes import computer_call, output_message, reasoning
 from tests.strategies import any_text, cua_actions, disguised_special_words, safety_check_values
 
@@ -521,3 +523,35 @@ def test_a_refusal_part_is_kept_as_the_refusal() -> None:
     assert reply.refusal == "I won't do that."
     assert reply.finish_reason == "completed"
     assert "I won't do that." in reply.text
+
+
+@pytest.mark.parametrize(
+    ("model", "summary"),
+    [
+        ("openai-computer/gpt-5", "auto"),
+        ("openai-computer/gpt-5-mini", "auto"),
+        ("openai-computer/gpt-5.4", "concise"),
+        ("computer-use-preview", "concise"),
+    ],
+)
+def test_the_reasoning_summary_is_one_the_model_accepts(
+    server: LoopbackServer, model: str, summary: str
+) -> None:
+    """OpenAI documents `concise` for computer-use-preview and the reasoning models after gpt-5;
+    gpt-5 itself answers 400 "Supported values are: 'detailed'" (openai/codex#2376), so it is
+    asked for `auto`, which every reasoning model takes (it was sent `concise`)."""
+    server.enqueue(Reply(200, _reply(output_message("DONE"))))
+    client = loopback_client(model, f"{server.base_url}/v1", retry=NO_RETRIES)
+    request = ModelRequest(model=model, messages=(Message("user", (TextPart("go"),)),))
+    response = call(client, request, "sync")
+    assert response.text.strip().endswith("DONE")
+    (received,) = server.requests
+    assert received.path == "/v1/responses"
+    assert received.json()["reasoning"] == {"summary": summary}
+
+
+def test_a_summary_set_by_the_caller_is_sent_as_set() -> None:
+    """An explicit reasoning_summary is not second-guessed."""
+    request = attrs.evolve(_request(), model="gpt-5")
+    provider = ResponsesProvider(api_key=KEY, tool="computer", reasoning_summary="detailed")
+    assert provider.encode(request).json["reasoning"] == {"summary": "detailed"}

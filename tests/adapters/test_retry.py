@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters._wire import retry_after_seconds
 from adapters.engine.retry import (
     NO_RETRIES,
     RetryPolicy,
@@ -209,3 +211,14 @@ def test_the_date_header_is_read_only_for_an_http_date_retry_after(date: str) ->
 def test_headers_with_any_dates_never_raise(retry_after: str, date: str) -> None:
     got = retry_after_from_headers({"Retry-After": retry_after, "Date": date}, NOW)
     assert got is None or got >= 0
+
+
+@given(value=s.hostile_delta_seconds)
+def test_providers_and_the_engine_read_delta_seconds_alike(value: str) -> None:
+    """The wait a provider reads from `Retry-After` (Anthropic, Gemini) is the engine's reading:
+    a finite number of seconds >= 0, or None for anything unreadable (inf, 1e999, nan), never a
+    wait the 120 s cap has to catch."""
+    seconds = retry_after_seconds({"Retry-After": value})
+    assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
+    if seconds is not None:
+        assert seconds == parse_retry_after(value, NOW)

@@ -86,6 +86,78 @@ def test_an_image_limit_reply_is_a_typed_error_naming_vllm_default(
     assert (caught.value.limit, caught.value.maximum, caught.value.tries) == ("max_images", 1, 1)
 
 
+def test_an_image_limit_too_long_to_read_is_still_typed(server: LoopbackServer) -> None:
+    """A limit of 5,000 digits (past int()'s 4,300) is a ServerLimitError with no maximum,
+    never a raw ValueError."""
+    text = "At most " + "9" * 5000 + " image(s) may be provided in one request."
+    server.enqueue(Reply(400, {"object": "error", "message": text, "code": 400}))
+    client = loopback_client("vllm/qwen", f"{server.base_url}/v1")
+    request = ModelRequest(model="vllm/qwen", messages=(Message("user", (TextPart("a"),)),))
+    with pytest.raises(ServerLimitError, match="fewer images") as caught:
+        call(client, request, "sync")
+    assert (caught.value.limit, caught.value.maximum, caught.value.tries) == ("max_images", None, 1)
+
+
+CLOUDFLARE_413 = (
+    "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 "
+    "Request Entity Too Large</h1></center><hr><center>cloudflare</center></body></html>"
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "body",
+    [
+        CLOUDFLARE_413,
+        {
+            "type": "error",
+            "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"},
+        },
+    ],
+)
+def test_anthropic_413_is_a_server_limit_naming_its_profile(
+    server: LoopbackServer, mode: str, body: object
+) -> None:
+    """Anthropic's 413 (its 32 MB body limit) raises ServerLimitError(max_bytes) naming
+    server_profile='anthropic', after one request: the history is never silently dropped
+    (it was a ContextLengthError, re-sent shortened)."""
+    server.enqueue(Reply(413, body))
+    client = loopback_client("claude-sonnet-4-5", server.base_url)
+    messages = (
+        Message("system", (TextPart("sys"),)),
+        Message("user", (TextPart("old"),)),
+        Message("assistant", (TextPart("reply"),)),
+        Message("user", (TextPart("new"),)),
+    )
+    request = ModelRequest(model="claude-sonnet-4-5", messages=messages)
+    with pytest.raises(ServerLimitError, match="server_profile='anthropic'") as caught:
+        call(client, request, mode)
+    assert (caught.value.limit, caught.value.status, caught.value.tries) == ("max_bytes", 413, 1)
+    assert "nginx" not in str(caught.value)
+    (sent,) = server.requests
+    assert len(sent.json()["messages"]) == 3
+
+
+def test_a_413_for_the_tokens_per_minute_is_not_about_bytes(server: LoopbackServer) -> None:
+    """Groq's 413 `rate_limit_exceeded` (one request above the account's tokens per minute) is
+    a ServerLimitError(max_input_tokens) with the limit it names, not the nginx byte hint;
+    it is not retried, since no wait lets a request over the per-minute limit through."""
+    message = (
+        "Request too large for model `llama-3.3-70b-versatile` in organization `org_x` service "
+        "tier `on_demand` on tokens per minute (TPM): Limit 12000, Requested 14137, please "
+        "reduce your message size and try again."
+    )
+    body = {"error": {"message": message, "type": "tokens", "code": "rate_limit_exceeded"}}
+    server.enqueue(Reply(413, body))
+    client = loopback_client("groq/llama-3.3-70b-versatile", f"{server.base_url}/v1")
+    request = ModelRequest(model="groq/llama", messages=(Message("user", (TextPart("a"),)),))
+    with pytest.raises(ServerLimitError, match="tokens-per-minute") as caught:
+        call(client, request, "sync")
+    assert (caught.value.limit, caught.value.maximum) == ("max_input_tokens", 12000)
+    assert "nginx" not in str(caught.value)
+    assert len(server.requests) == 1
+
+
 def run_episode(agent: PromptAgent) -> None:
     """The five fixture observations, one predict each."""
     for name in EPISODE:
