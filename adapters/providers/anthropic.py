@@ -31,7 +31,14 @@ from adapters._wire import (
     split_system,
     token_count,
 )
-from adapters.contract import HttpCall, ModelClient, ModelRequest, ProviderReply, Usage
+from adapters.contract import (
+    HttpCall,
+    ModelClient,
+    ModelRequest,
+    ProviderReply,
+    Usage,
+    plausible_count,
+)
 from adapters.errors import (
     ContextLengthError,
     ModelCallError,
@@ -292,8 +299,8 @@ def messages_usage(usage: object) -> Usage:
         )
     )
     if inp is not None:
-        inp += (read or 0) + (written or 0)
-    total = inp + out if inp is not None and out is not None else None
+        inp = plausible_count(inp + (read or 0) + (written or 0))
+    total = plausible_count(inp + out) if inp is not None and out is not None else None
     return Usage(input_tokens=inp, output_tokens=out, total_tokens=total, cached_input_tokens=read)
 
 

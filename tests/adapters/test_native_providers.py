@@ -599,3 +599,14 @@ def test_the_computer_tool_reports_usage_as_the_messages_api_does() -> None:
     reply = AnthropicComputerProvider(api_key=FAKE_KEY).decode(_request("claude-sonnet-4-6"), body)
     assert reply.usage == messages_usage(usage)
     assert (reply.usage.input_tokens, reply.usage.cached_input_tokens) == (1105, 1000)
+
+
+def test_messages_usage_whose_parts_sum_past_the_count_range_reads_as_unreported() -> None:
+    """Each count in range but their sum past `MAX_TOKEN_COUNT`: input and total unreported."""
+    big = 2**53 - 1
+    usage = messages_usage(
+        {"input_tokens": big, "output_tokens": big, "cache_read_input_tokens": big}
+    )
+    assert (usage.input_tokens, usage.total_tokens, usage.output_tokens) == (None, None, big)
+    near = messages_usage({"input_tokens": 2, "output_tokens": big - 1})
+    assert (near.input_tokens, near.total_tokens) == (2, None)
