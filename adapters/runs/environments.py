@@ -59,6 +59,7 @@ from adapters.runs.vm_tries import tries
 from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, ConfigError, OsharmError
 from osharm_core.errors import excerpt
+from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -133,6 +134,24 @@ def _settle(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
+def _own_screen_size(env: object) -> tuple[int, int] | None:
+    """A wrapped env's screen size when it keeps one in whole pixels (`screen_size`, or
+    `screen_width` and `screen_height`), else None. OSWorld's `DesktopEnv` keeps none
+    (its `vm_screen_size` asks the VM, and is not used)."""
+    try:
+        size = getattr(env, "screen_size", None)
+        if size is None:
+            size = (getattr(env, "screen_width", None), getattr(env, "screen_height", None))
+    except Exception:  # a property that fails: no size known
+        return None
+    if isinstance(size, list | tuple) and len(size) == 2:
+        try:
+            return _screen(tuple(size), "the wrapped env's screen size")
+        except EnvironmentFailure:
+            return None
+    return None
+
+
 def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """`method(*args, **kwargs)` of a wrapped `DesktopEnv`; an exception it raises that is not
     an `OsharmError` becomes an `EnvironmentFailure` naming `what` and the exception."""
@@ -154,6 +173,17 @@ class DesktopEnvAdapter:
     the task's setup and observes it again (`DesktopEnv._get_obs()`), so the
     first observation shows the apps the setup opened (with `settle=0`, or an
     object without `_get_obs`, `reset`'s own observation is used).
+
+    A computer_13 action (any mapping but WAIT / DONE / FAIL) is checked
+    against the vocabulary before it is passed on, as `OSWorldServerEnv`
+    checks it: OSWorld's controller writes its fields into Python code
+    unquoted, so a model's `"button": "left'); __import__('os')..."` would
+    run on the VM. One refused runs nothing and the wrapped env is not
+    called: the step's info is `{"error": why}`, the observation the last
+    one seen, and the episode goes on. Points must lie on `screen_size`:
+    as given, else the wrapped env's own (`screen_size`, or `screen_width`
+    and `screen_height`, in whole pixels), else the last screenshot's size,
+    else 1920x1080.
     """
 
     def __init__(
@@ -162,23 +192,57 @@ class DesktopEnvAdapter:
         *,
         settle: float = DEFAULT_SETTLE,
         sleep: Callable[[float], None] | None = None,
+        screen_size: tuple[int, int] | None = None,
     ) -> None:
         self.env = desktop_env
         self.settle = _settle(settle)
         self._sleep = sleep or time.sleep
+        self._screen_size = None if screen_size is None else _screen(screen_size, "screen_size")
+        self._last: Observation | None = None
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        """The screen a computer_13 action's point must lie on (see the class doc)."""
+        if self._screen_size is not None:
+            return self._screen_size
+        own = _own_screen_size(self.env)
+        if own is not None:
+            return own
+        screenshot = None if self._last is None else self._last.get("screenshot")
+        if isinstance(screenshot, bytes | bytearray):
+            try:
+                return _png_size(bytes(screenshot[:24]))
+            except EnvironmentFailure:  # not a PNG we can read the size of
+                pass
+        return DEFAULT_SCREEN_SIZE
+
+    def _seen(self, observation: Observation) -> Observation:
+        self._last = observation
+        return observation
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
         """`DesktopEnv.reset(task_config=...)`, then the settled desktop's observation, checked
         (what it raises is an `EnvironmentFailure`, as for `step`)."""
+        self._last = None
         config = None if task_config is None else dict(task_config)
         first = _observation(
             _called("reset", self.env.reset, task_config=config, **kwargs), "reset"
         )
         observe = getattr(self.env, "_get_obs", None)
         if not self.settle or not callable(observe):
-            return first
+            return self._seen(first)
         self._sleep(self.settle)
-        return _observation(_called("_get_obs", observe), "_get_obs")
+        return self._seen(_observation(_called("_get_obs", observe), "_get_obs"))
+
+    def _refused(self, why: EnvironmentFailure) -> StepResult:
+        """The step of a refused computer_13 action: nothing ran, the desktop as last seen."""
+        observation = self._last
+        if observation is None:  # stepped before any reset: look without acting
+            observe = getattr(self.env, "_get_obs", None)
+            if not callable(observe):
+                raise EnvironmentFailure(f"step: {why} (and no observation to return)") from None
+            observation = self._seen(_observation(_called("_get_obs", observe), "_get_obs"))
+        return observation, 0, False, {"error": str(why)}
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """`DesktopEnv.step(action, pause)`, checked: the reward must be a finite number and
@@ -187,7 +251,13 @@ class DesktopEnvAdapter:
         exception it raises (OSWorld's controller raises one for a computer_13 action it
         does not know) becomes an `EnvironmentFailure` naming it, so the task-list runners
         fail that episode and go on, as OSWorld's runner fails that example; an
-        `OsharmError` passes as it is."""
+        `OsharmError` passes as it is. A computer_13 action the vocabulary refuses is not
+        passed on (see the class doc)."""
+        if isinstance(action, Mapping) and action_word(action) is None:
+            try:
+                computer_13_code(action, screen_size=self.screen_size)
+            except EnvironmentFailure as refused:  # the model's action: nothing runs
+                return self._refused(refused)
         result = _called("step", self.env.step, action, pause)
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
@@ -206,7 +276,7 @@ class DesktopEnvAdapter:
             raise EnvironmentFailure(
                 f"step: info cannot be written as JSON: {error_text(exc)}"
             ) from None
-        return _observation(obs, "step"), reward, bool(done), info
+        return self._seen(_observation(obs, "step")), reward, bool(done), info
 
     def evaluate(self) -> float | None:
         """`DesktopEnv.evaluate()`, as a finite float (or None when it gives none)."""
