@@ -381,6 +381,10 @@ READY_POLL: Final = 2.0
 READY_POLL_TIMEOUT: Final = 10.0
 #: The deepest nesting of lists and objects kept from an `/execute` answer (OSWorld's is flat).
 MAX_ANSWER_DEPTH: Final = 32
+#: The most characters of an `/execute` answer's field a step's info keeps (64 Ki), and the
+#: most fields: traj.jsonl stays small whatever a command prints.
+MAX_INFO_TEXT: Final = 64 * 1024
+MAX_INFO_FIELDS: Final = 8
 #: What OSWorld's controller puts before every pyautogui action it runs on the desktop.
 PYAUTOGUI_PREFIX: Final = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 
@@ -491,6 +495,44 @@ def _execute_answer(body: bytes) -> dict[str, Any]:
     return answer if isinstance(answer, dict) else {"output": answer}
 
 
+def _kept_text(value: str) -> tuple[str, int | None]:
+    """`value`, or its first `MAX_INFO_TEXT` characters and its full length when longer."""
+    if len(value) <= MAX_INFO_TEXT:
+        return value, None
+    return value[:MAX_INFO_TEXT], len(value)
+
+
+def _kept_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An `/execute` answer as a step's info keeps it, small whatever the command printed.
+
+    Each field (text, or another value's JSON) past `MAX_INFO_TEXT` characters keeps its
+    head as text, its full length in `NAME_chars`; at most `MAX_INFO_FIELDS` fields are
+    kept, names of at most 128 characters, and `fields_left_out` counts the rest.
+
+    >>> _kept_answer({"output": "x" * 70000, "returncode": 0})["output_chars"]
+    70000
+    """
+    kept: dict[str, Any] = {}
+    fields = left_out = 0
+    for name, value in answer.items():
+        if fields >= MAX_INFO_FIELDS or len(name) > 128:
+            left_out += 1
+            continue
+        fields += 1
+        if isinstance(value, dict | list):
+            text = json.dumps(value, allow_nan=False)
+            if len(text) > MAX_INFO_TEXT:
+                value = text
+        if isinstance(value, str):
+            value, length = _kept_text(value)
+            if length is not None:
+                kept[f"{name}_chars"] = length
+        kept[name] = value
+    if left_out:
+        kept["fields_left_out"] = left_out
+    return kept
+
+
 class OSWorldServerEnv:
     """The HTTP server inside every OSWorld VM and container, as an `Env` (an edge object).
 
@@ -506,7 +548,9 @@ class OSWorldServerEnv:
     episode without running anything (as words or as computer_13 dicts).
     A command `/execute` fails, or answers unreadably, is reported the same
     way (`{"error": ...}` in the step's info) and the episode goes on, as
-    OSWorld's controller only logs it (see `step`).
+    OSWorld's controller only logs it (see `step`); an answer is kept in the
+    step's info (`{"execute": ...}`) cut to `MAX_INFO_FIELDS` fields of
+    `MAX_INFO_TEXT` characters (`NAME_chars` notes a field's full length).
     `evaluate()` is `None`: OSWorld's evaluators run host-side in `DesktopEnv`.
 
     `reset(task_config)` performs the task's setup steps (its `config`)
@@ -855,7 +899,7 @@ class OSWorldServerEnv:
                 f"not {type(action).__name__}"
             )
         try:
-            info: dict[str, Any] = {"execute": self.execute(code)}
+            info: dict[str, Any] = {"execute": _kept_answer(self.execute(code))}
         except VmUnanswered:
             raise
         except EnvironmentFailure as failed:
