@@ -32,10 +32,15 @@ from adapters._files import new_file
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
-from adapters.errors import EnvironmentFailure, RevertFailure, error_line, error_text
+from adapters.errors import (
+    EnvironmentFailure,
+    RevertFailure,
+    TaskSetupError,
+    error_line,
+    error_text,
+)
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.vm_http import (
-    COMMAND_SECONDS,
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
     VmUnanswered,
@@ -43,6 +48,7 @@ from adapters.runs.vm_http import (
     byte_limit,
     copy_within,
     failure,
+    outlasting_commands,
     seconds_limit,
     stopped,
     vm_answer,
@@ -345,16 +351,6 @@ class _InThread:
         return await self._call(self.env.begin_turn)  # type: ignore[attr-defined]
 
 
-def _outlasting_commands(timeout: httpx.Timeout) -> httpx.Timeout:
-    """`timeout` with a read timeout longer than the server lets a command run, so a command
-    that overruns gets the server's answer (a 500, reported) rather than a read timeout
-    (no answer, which stops the run)."""
-    read = timeout.read
-    if read is not None and read <= COMMAND_SECONDS:
-        read = COMMAND_SECONDS + 30
-    return httpx.Timeout(connect=timeout.connect, read=read, write=timeout.write, pool=timeout.pool)
-
-
 def in_thread(env: Env) -> AsyncEnv:
     """`env` for asyncio callers: each call runs in a worker thread, so the event loop never
     blocks. A cancelled call (an episode's time limit) is let finish first: the thread
@@ -561,7 +557,10 @@ class OSWorldServerEnv:
     A task with steps that need OSWorld's host-side machinery (Chrome DevTools
     tabs, logins, Google Drive, proxies, ...) is refused before anything runs:
     use `DesktopEnv` through `DesktopEnvAdapter` for it. See
-    `adapters.runs.vm_setup`. Any failed or malformed answer is an
+    `adapters.runs.vm_setup`. A setup step sent but left unanswered fails the
+    task (a `TaskSetupError`) when the VM still shows a screenshot after it,
+    and is a `VmUnanswered` (the VM is gone) when it does not.
+    Any failed or malformed answer is an
     `EnvironmentFailure` (naming the setup step and endpoint, in setup), and
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed)
     or not whole within 180 s (`timeout` + 60 s when longer) of the request's
@@ -790,8 +789,7 @@ class OSWorldServerEnv:
             if self.revert is not None:
                 plan_setup(task.get("config"))  # a task that cannot run is refused before it
                 self._revert()
-            with cut_by(self._cutoff):
-                ran = self.setup.run(task.get("config"))
+            ran = self._set_up(task.get("config"))
         except EnvironmentFailure as exc:
             task_id = task.get("id")
             if not isinstance(task_id, str):
@@ -803,6 +801,34 @@ class OSWorldServerEnv:
         if self.recording is not None and not self._recording_started:
             self.start_recording()
         return observation
+
+    def _set_up(self, config: object) -> int:
+        """The task's setup steps (how many ran). A step sent but never answered (a command
+        still running past its time, a connection broken under it) fails the task, a
+        `TaskSetupError` naming the step, when the VM still shows a screenshot after it
+        (each look tried `retries` times, `READY_POLL_TIMEOUT` s each); when it does not,
+        the VM is gone and the `VmUnanswered` stands."""
+        try:
+            with cut_by(self._cutoff):
+                return self.setup.run(config)
+        except VmUnanswered as exc:
+            if not exc.sent or self._stopped.is_set():
+                raise
+            try:
+                look = READY_POLL_TIMEOUT
+                self._call(
+                    "GET",
+                    "/screenshot",
+                    read=_png,
+                    retry_if=_any_failure,
+                    timeout=look,
+                    seconds=look,
+                )
+            except EnvironmentFailure:
+                raise exc from None
+            raise TaskSetupError(
+                f"{error_text(exc)} (the VM still answers: the step failed, not the VM)"
+            ) from None
 
     def start_recording(self) -> None:
         """Start the VM's screen recording."""
@@ -863,7 +889,7 @@ class OSWorldServerEnv:
             "/execute",
             read=_execute_answer,
             retry_if=_unrun,
-            timeout=_outlasting_commands(self._http.timeout),
+            timeout=outlasting_commands(self._http.timeout),
             **body,
         )
 
