@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import logging
 import os
 import threading
 import time
@@ -66,6 +67,8 @@ from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, ConfigError, OsharmError
 from osharm_core.errors import excerpt
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
+
+_logger = logging.getLogger(__name__)
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -591,6 +594,10 @@ class OSWorldServerEnv:
     `max_recording_bytes`). With `recording=PATH` the client does both by
     itself: it starts recording at `reset` (after the setup steps) and saves
     the video at `close` (OS-Harm / OSWorld folders name it `recording.mp4`).
+    A recording left running on the VM is ended first (see `start_recording`);
+    a start that fails at `reset` is logged as a warning, kept in
+    `recording_problem`, and the episode runs unrecorded, as OSWorld's
+    controller only logs it.
     """
 
     def __init__(
@@ -634,6 +641,8 @@ class OSWorldServerEnv:
         self.recording = None if recording is None else Path(recording)
         self.max_recording_bytes = byte_limit("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
+        #: Why the last `reset` could not start the recording (the episode ran unrecorded).
+        self.recording_problem: str | None = None
         self._own = http_client is None
         self._http = http_client or httpx.Client(
             timeout=timeout, headers={"accept-encoding": ACCEPT_ENCODING}
@@ -798,8 +807,9 @@ class OSWorldServerEnv:
         if ran and self.settle:
             self._sleep(self.settle)
         observation = self.observe()
+        self.recording_problem = None
         if self.recording is not None and not self._recording_started:
-            self.start_recording()
+            self._start_recording_or_note()
         return observation
 
     def _set_up(self, config: object) -> int:
@@ -831,9 +841,56 @@ class OSWorldServerEnv:
             ) from None
 
     def start_recording(self) -> None:
-        """Start the VM's screen recording."""
-        self._call("POST", "/start_recording", read=bytes)
+        """Start the VM's screen recording.
+
+        A VM left recording (a run killed mid-episode: OSWorld's server answers 400,
+        "Recording is already in progress.") has that recording ended first, its video
+        discarded unread, and is asked once more; any failure is an `EnvironmentFailure`.
+        """
+        try:
+            self._call("POST", "/start_recording", read=bytes)
+        except _NotOk as exc:
+            if exc.status != 400:
+                raise
+            self._discard_recording()
+            self._call("POST", "/start_recording", read=bytes)
         self._recording_started = True
+
+    def _discard_recording(self) -> None:
+        """`POST /end_recording` for a recording this client did not start: whatever the
+        status (OSWorld's server stops its recorder before answering), the video is not
+        read; closing the answer drops it."""
+        where = "POST /end_recording"
+        seconds = self._answer_seconds
+        deadline = time.monotonic() + seconds
+        try:
+            with (
+                cut_by(self._cutoff),
+                stream_until(
+                    self._http, "POST", self.base_url + "/end_recording", deadline=deadline
+                ),
+            ):
+                pass
+        except httpx.HTTPError as exc:
+            raise failure(where, exc, deadline=deadline, seconds=seconds) from None
+
+    def _start_recording_or_note(self) -> None:
+        """`start_recording` at `reset`; one that fails (but for a VM that gives no answer, or a
+        stop) is logged as a warning and kept in `recording_problem`, and the episode runs
+        unrecorded, as OSWorld's controller only logs a failed start."""
+        try:
+            self.start_recording()
+        except VmUnanswered:
+            raise
+        except EnvironmentFailure as exc:
+            if self._stopped.is_set():
+                raise
+            self.recording_problem = error_text(exc)
+            _logger.warning(
+                "%s: the screen recording did not start (%s): this episode runs unrecorded",
+                self.base_url,
+                self.recording_problem,
+            )
 
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
         """Stop the recording and save the video the server sends to `dest`; returns `dest`.

@@ -385,6 +385,14 @@ def test_a_failing_recording_endpoint_is_an_environment_failure(tmp_path: Path) 
             env.end_recording(tmp_path / "r.mp4")
         assert list(tmp_path.iterdir()) == []
         env.close()
+        # At reset, a start that fails is noted and the episode runs unrecorded.
+        serve_vm(server)
+        server.route("POST", r"/.*_recording", lambda _: Reply(500, {"error": "no ffmpeg"}))
+        recorded = OSWorldServerEnv(server.base_url, timeout=5.0, recording=tmp_path / "r.mp4")
+        assert recorded.reset({"id": "x"})["screenshot"]
+        assert recorded.recording_problem == "POST /start_recording: HTTP 500"
+        recorded.close()
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> None:
