@@ -827,6 +827,39 @@ vm_computer_13_actions = computer_13_actions | st.builds(
     lambda text: {"action_type": "TYPING", "text": text}, any_text
 )
 
+#: What a hostile reply puts in a computer_13 field OSWorld's controller writes into code
+#: unquoted (`button='{button}'`, `x={x}`, ...): code that ends the call it sits in.
+_injections = st.sampled_from(
+    [
+        "left'); __import__('os').system('id'); ('",
+        "1); __import__('os').system('id'); (1",
+        "__import__('os').getcwd()",
+        "1e3",
+        "",
+    ]
+) | st.text(alphabet="0123456789.'\");(_ ", max_size=20)
+
+
+@st.composite
+def hostile_computer_13_actions(draw: st.DrawFn) -> dict[str, object]:
+    """A valid computer_13 action (a dict, specials left out) with, maybe, one field
+    replaced by code or junk, an extra field, or its parameters nested as OSWorld's
+    `{"action_type", "parameters"}` form."""
+    action = dict(draw(st.one_of(*(_c13_action(spec) for spec in ACTIONS))))
+    fields = [name for name in action if name != "action_type"]
+    how = draw(st.sampled_from(["as is", "field", "extra", "nested"]))
+    if how == "field" and fields:
+        action[draw(st.sampled_from(fields))] = draw(_injections | request_bodies())
+    elif how == "extra":
+        action[draw(st.sampled_from(["button", "x", "y", "num_clicks", "dx", "parameters"]))] = (
+            draw(_injections)
+        )
+    elif how == "nested":
+        kind = action.pop("action_type")
+        action = {"action_type": kind, "parameters": action}
+    return action
+
+
 #: JSON-shaped junk where a task's `config` list goes: lists of near-miss setup steps
 #: (known, host-side and unknown types; right, wrong and missing parameters) and odd values.
 _setup_types = st.sampled_from(

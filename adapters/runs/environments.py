@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import logging
 import os
 import threading
 import time
@@ -32,10 +33,15 @@ from adapters._files import new_file
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import Cutoff, cut_by, stream_until
-from adapters.errors import EnvironmentFailure, RevertFailure, error_line, error_text
+from adapters.errors import (
+    EnvironmentFailure,
+    RevertFailure,
+    TaskSetupError,
+    error_line,
+    error_text,
+)
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.vm_http import (
-    COMMAND_SECONDS,
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
     VmUnanswered,
@@ -43,6 +49,7 @@ from adapters.runs.vm_http import (
     byte_limit,
     copy_within,
     failure,
+    outlasting_commands,
     seconds_limit,
     stopped,
     vm_answer,
@@ -59,6 +66,9 @@ from adapters.runs.vm_tries import tries
 from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, ConfigError, OsharmError
 from osharm_core.errors import excerpt
+from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
+
+_logger = logging.getLogger(__name__)
 
 Observation = dict[str, Any]
 _T = TypeVar("_T")
@@ -133,6 +143,24 @@ def _settle(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
+def _own_screen_size(env: object) -> tuple[int, int] | None:
+    """A wrapped env's screen size when it keeps one in whole pixels (`screen_size`, or
+    `screen_width` and `screen_height`), else None. OSWorld's `DesktopEnv` keeps none
+    (its `vm_screen_size` asks the VM, and is not used)."""
+    try:
+        size = getattr(env, "screen_size", None)
+        if size is None:
+            size = (getattr(env, "screen_width", None), getattr(env, "screen_height", None))
+    except Exception:  # a property that fails: no size known
+        return None
+    if isinstance(size, list | tuple) and len(size) == 2:
+        try:
+            return _screen(tuple(size), "the wrapped env's screen size")
+        except EnvironmentFailure:
+            return None
+    return None
+
+
 def _called(what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """`method(*args, **kwargs)` of a wrapped `DesktopEnv`; an exception it raises that is not
     an `OsharmError` becomes an `EnvironmentFailure` naming `what` and the exception."""
@@ -154,6 +182,17 @@ class DesktopEnvAdapter:
     the task's setup and observes it again (`DesktopEnv._get_obs()`), so the
     first observation shows the apps the setup opened (with `settle=0`, or an
     object without `_get_obs`, `reset`'s own observation is used).
+
+    A computer_13 action (any mapping but WAIT / DONE / FAIL) is checked
+    against the vocabulary before it is passed on, as `OSWorldServerEnv`
+    checks it: OSWorld's controller writes its fields into Python code
+    unquoted, so a model's `"button": "left'); __import__('os')..."` would
+    run on the VM. One refused runs nothing and the wrapped env is not
+    called: the step's info is `{"error": why}`, the observation the last
+    one seen, and the episode goes on. Points must lie on `screen_size`:
+    as given, else the wrapped env's own (`screen_size`, or `screen_width`
+    and `screen_height`, in whole pixels), else the last screenshot's size,
+    else 1920x1080.
     """
 
     def __init__(
@@ -162,23 +201,57 @@ class DesktopEnvAdapter:
         *,
         settle: float = DEFAULT_SETTLE,
         sleep: Callable[[float], None] | None = None,
+        screen_size: tuple[int, int] | None = None,
     ) -> None:
         self.env = desktop_env
         self.settle = _settle(settle)
         self._sleep = sleep or time.sleep
+        self._screen_size = None if screen_size is None else _screen(screen_size, "screen_size")
+        self._last: Observation | None = None
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        """The screen a computer_13 action's point must lie on (see the class doc)."""
+        if self._screen_size is not None:
+            return self._screen_size
+        own = _own_screen_size(self.env)
+        if own is not None:
+            return own
+        screenshot = None if self._last is None else self._last.get("screenshot")
+        if isinstance(screenshot, bytes | bytearray):
+            try:
+                return _png_size(bytes(screenshot[:24]))
+            except EnvironmentFailure:  # not a PNG we can read the size of
+                pass
+        return DEFAULT_SCREEN_SIZE
+
+    def _seen(self, observation: Observation) -> Observation:
+        self._last = observation
+        return observation
 
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
         """`DesktopEnv.reset(task_config=...)`, then the settled desktop's observation, checked
         (what it raises is an `EnvironmentFailure`, as for `step`)."""
+        self._last = None
         config = None if task_config is None else dict(task_config)
         first = _observation(
             _called("reset", self.env.reset, task_config=config, **kwargs), "reset"
         )
         observe = getattr(self.env, "_get_obs", None)
         if not self.settle or not callable(observe):
-            return first
+            return self._seen(first)
         self._sleep(self.settle)
-        return _observation(_called("_get_obs", observe), "_get_obs")
+        return self._seen(_observation(_called("_get_obs", observe), "_get_obs"))
+
+    def _refused(self, why: EnvironmentFailure) -> StepResult:
+        """The step of a refused computer_13 action: nothing ran, the desktop as last seen."""
+        observation = self._last
+        if observation is None:  # stepped before any reset: look without acting
+            observe = getattr(self.env, "_get_obs", None)
+            if not callable(observe):
+                raise EnvironmentFailure(f"step: {why} (and no observation to return)") from None
+            observation = self._seen(_observation(_called("_get_obs", observe), "_get_obs"))
+        return observation, 0, False, {"error": str(why)}
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """`DesktopEnv.step(action, pause)`, checked: the reward must be a finite number and
@@ -187,7 +260,13 @@ class DesktopEnvAdapter:
         exception it raises (OSWorld's controller raises one for a computer_13 action it
         does not know) becomes an `EnvironmentFailure` naming it, so the task-list runners
         fail that episode and go on, as OSWorld's runner fails that example; an
-        `OsharmError` passes as it is."""
+        `OsharmError` passes as it is. A computer_13 action the vocabulary refuses is not
+        passed on (see the class doc)."""
+        if isinstance(action, Mapping) and action_word(action) is None:
+            try:
+                computer_13_code(action, screen_size=self.screen_size)
+            except EnvironmentFailure as refused:  # the model's action: nothing runs
+                return self._refused(refused)
         result = _called("step", self.env.step, action, pause)
         if not isinstance(result, tuple) or len(result) != 4:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
@@ -206,7 +285,7 @@ class DesktopEnvAdapter:
             raise EnvironmentFailure(
                 f"step: info cannot be written as JSON: {error_text(exc)}"
             ) from None
-        return _observation(obs, "step"), reward, bool(done), info
+        return self._seen(_observation(obs, "step")), reward, bool(done), info
 
     def evaluate(self) -> float | None:
         """`DesktopEnv.evaluate()`, as a finite float (or None when it gives none)."""
@@ -275,16 +354,6 @@ class _InThread:
         return await self._call(self.env.begin_turn)  # type: ignore[attr-defined]
 
 
-def _outlasting_commands(timeout: httpx.Timeout) -> httpx.Timeout:
-    """`timeout` with a read timeout longer than the server lets a command run, so a command
-    that overruns gets the server's answer (a 500, reported) rather than a read timeout
-    (no answer, which stops the run)."""
-    read = timeout.read
-    if read is not None and read <= COMMAND_SECONDS:
-        read = COMMAND_SECONDS + 30
-    return httpx.Timeout(connect=timeout.connect, read=read, write=timeout.write, pool=timeout.pool)
-
-
 def in_thread(env: Env) -> AsyncEnv:
     """`env` for asyncio callers: each call runs in a worker thread, so the event loop never
     blocks. A cancelled call (an episode's time limit) is let finish first: the thread
@@ -311,6 +380,10 @@ READY_POLL: Final = 2.0
 READY_POLL_TIMEOUT: Final = 10.0
 #: The deepest nesting of lists and objects kept from an `/execute` answer (OSWorld's is flat).
 MAX_ANSWER_DEPTH: Final = 32
+#: The most characters of an `/execute` answer's field a step's info keeps (64 Ki), and the
+#: most fields: traj.jsonl stays small whatever a command prints.
+MAX_INFO_TEXT: Final = 64 * 1024
+MAX_INFO_FIELDS: Final = 8
 #: What OSWorld's controller puts before every pyautogui action it runs on the desktop.
 PYAUTOGUI_PREFIX: Final = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 
@@ -421,6 +494,44 @@ def _execute_answer(body: bytes) -> dict[str, Any]:
     return answer if isinstance(answer, dict) else {"output": answer}
 
 
+def _kept_text(value: str) -> tuple[str, int | None]:
+    """`value`, or its first `MAX_INFO_TEXT` characters and its full length when longer."""
+    if len(value) <= MAX_INFO_TEXT:
+        return value, None
+    return value[:MAX_INFO_TEXT], len(value)
+
+
+def _kept_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An `/execute` answer as a step's info keeps it, small whatever the command printed.
+
+    Each field (text, or another value's JSON) past `MAX_INFO_TEXT` characters keeps its
+    head as text, its full length in `NAME_chars`; at most `MAX_INFO_FIELDS` fields are
+    kept, names of at most 128 characters, and `fields_left_out` counts the rest.
+
+    >>> _kept_answer({"output": "x" * 70000, "returncode": 0})["output_chars"]
+    70000
+    """
+    kept: dict[str, Any] = {}
+    fields = left_out = 0
+    for name, value in answer.items():
+        if fields >= MAX_INFO_FIELDS or len(name) > 128:
+            left_out += 1
+            continue
+        fields += 1
+        if isinstance(value, dict | list):
+            text = json.dumps(value, allow_nan=False)
+            if len(text) > MAX_INFO_TEXT:
+                value = text
+        if isinstance(value, str):
+            value, length = _kept_text(value)
+            if length is not None:
+                kept[f"{name}_chars"] = length
+        kept[name] = value
+    if left_out:
+        kept["fields_left_out"] = left_out
+    return kept
+
+
 class OSWorldServerEnv:
     """The HTTP server inside every OSWorld VM and container, as an `Env` (an edge object).
 
@@ -436,7 +547,9 @@ class OSWorldServerEnv:
     episode without running anything (as words or as computer_13 dicts).
     A command `/execute` fails, or answers unreadably, is reported the same
     way (`{"error": ...}` in the step's info) and the episode goes on, as
-    OSWorld's controller only logs it (see `step`).
+    OSWorld's controller only logs it (see `step`); an answer is kept in the
+    step's info (`{"execute": ...}`) cut to `MAX_INFO_FIELDS` fields of
+    `MAX_INFO_TEXT` characters (`NAME_chars` notes a field's full length).
     `evaluate()` is `None`: OSWorld's evaluators run host-side in `DesktopEnv`.
 
     `reset(task_config)` performs the task's setup steps (its `config`)
@@ -447,7 +560,10 @@ class OSWorldServerEnv:
     A task with steps that need OSWorld's host-side machinery (Chrome DevTools
     tabs, logins, Google Drive, proxies, ...) is refused before anything runs:
     use `DesktopEnv` through `DesktopEnvAdapter` for it. See
-    `adapters.runs.vm_setup`. Any failed or malformed answer is an
+    `adapters.runs.vm_setup`. A setup step sent but left unanswered fails the
+    task (a `TaskSetupError`) when the VM still shows a screenshot after it,
+    and is a `VmUnanswered` (the VM is gone) when it does not.
+    Any failed or malformed answer is an
     `EnvironmentFailure` (naming the setup step and endpoint, in setup), and
     so is an answer past `max_answer_bytes` (64 MiB; as sent or decompressed)
     or not whole within 180 s (`timeout` + 60 s when longer) of the request's
@@ -478,6 +594,10 @@ class OSWorldServerEnv:
     `max_recording_bytes`). With `recording=PATH` the client does both by
     itself: it starts recording at `reset` (after the setup steps) and saves
     the video at `close` (OS-Harm / OSWorld folders name it `recording.mp4`).
+    A recording left running on the VM is ended first (see `start_recording`);
+    a start that fails at `reset` is logged as a warning, kept in
+    `recording_problem`, and the episode runs unrecorded, as OSWorld's
+    controller only logs it.
     """
 
     def __init__(
@@ -521,6 +641,8 @@ class OSWorldServerEnv:
         self.recording = None if recording is None else Path(recording)
         self.max_recording_bytes = byte_limit("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
+        #: Why the last `reset` could not start the recording (the episode ran unrecorded).
+        self.recording_problem: str | None = None
         self._own = http_client is None
         self._http = http_client or httpx.Client(
             timeout=timeout, headers={"accept-encoding": ACCEPT_ENCODING}
@@ -676,8 +798,7 @@ class OSWorldServerEnv:
             if self.revert is not None:
                 plan_setup(task.get("config"))  # a task that cannot run is refused before it
                 self._revert()
-            with cut_by(self._cutoff):
-                ran = self.setup.run(task.get("config"))
+            ran = self._set_up(task.get("config"))
         except EnvironmentFailure as exc:
             task_id = task.get("id")
             if not isinstance(task_id, str):
@@ -686,14 +807,90 @@ class OSWorldServerEnv:
         if ran and self.settle:
             self._sleep(self.settle)
         observation = self.observe()
+        self.recording_problem = None
         if self.recording is not None and not self._recording_started:
-            self.start_recording()
+            self._start_recording_or_note()
         return observation
 
+    def _set_up(self, config: object) -> int:
+        """The task's setup steps (how many ran). A step sent but never answered (a command
+        still running past its time, a connection broken under it) fails the task, a
+        `TaskSetupError` naming the step, when the VM still shows a screenshot after it
+        (each look tried `retries` times, `READY_POLL_TIMEOUT` s each); when it does not,
+        the VM is gone and the `VmUnanswered` stands."""
+        try:
+            with cut_by(self._cutoff):
+                return self.setup.run(config)
+        except VmUnanswered as exc:
+            if not exc.sent or self._stopped.is_set():
+                raise
+            try:
+                look = READY_POLL_TIMEOUT
+                self._call(
+                    "GET",
+                    "/screenshot",
+                    read=_png,
+                    retry_if=_any_failure,
+                    timeout=look,
+                    seconds=look,
+                )
+            except EnvironmentFailure:
+                raise exc from None
+            raise TaskSetupError(
+                f"{error_text(exc)} (the VM still answers: the step failed, not the VM)"
+            ) from None
+
     def start_recording(self) -> None:
-        """Start the VM's screen recording."""
-        self._call("POST", "/start_recording", read=bytes)
+        """Start the VM's screen recording.
+
+        A VM left recording (a run killed mid-episode: OSWorld's server answers 400,
+        "Recording is already in progress.") has that recording ended first, its video
+        discarded unread, and is asked once more; any failure is an `EnvironmentFailure`.
+        """
+        try:
+            self._call("POST", "/start_recording", read=bytes)
+        except _NotOk as exc:
+            if exc.status != 400:
+                raise
+            self._discard_recording()
+            self._call("POST", "/start_recording", read=bytes)
         self._recording_started = True
+
+    def _discard_recording(self) -> None:
+        """`POST /end_recording` for a recording this client did not start: whatever the
+        status (OSWorld's server stops its recorder before answering), the video is not
+        read; closing the answer drops it."""
+        where = "POST /end_recording"
+        seconds = self._answer_seconds
+        deadline = time.monotonic() + seconds
+        try:
+            with (
+                cut_by(self._cutoff),
+                stream_until(
+                    self._http, "POST", self.base_url + "/end_recording", deadline=deadline
+                ),
+            ):
+                pass
+        except httpx.HTTPError as exc:
+            raise failure(where, exc, deadline=deadline, seconds=seconds) from None
+
+    def _start_recording_or_note(self) -> None:
+        """`start_recording` at `reset`; one that fails (but for a VM that gives no answer, or a
+        stop) is logged as a warning and kept in `recording_problem`, and the episode runs
+        unrecorded, as OSWorld's controller only logs a failed start."""
+        try:
+            self.start_recording()
+        except VmUnanswered:
+            raise
+        except EnvironmentFailure as exc:
+            if self._stopped.is_set():
+                raise
+            self.recording_problem = error_text(exc)
+            _logger.warning(
+                "%s: the screen recording did not start (%s): this episode runs unrecorded",
+                self.base_url,
+                self.recording_problem,
+            )
 
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
         """Stop the recording and save the video the server sends to `dest`; returns `dest`.
@@ -749,7 +946,7 @@ class OSWorldServerEnv:
             "/execute",
             read=_execute_answer,
             retry_if=_unrun,
-            timeout=_outlasting_commands(self._http.timeout),
+            timeout=outlasting_commands(self._http.timeout),
             **body,
         )
 
@@ -785,7 +982,7 @@ class OSWorldServerEnv:
                 f"not {type(action).__name__}"
             )
         try:
-            info: dict[str, Any] = {"execute": self.execute(code)}
+            info: dict[str, Any] = {"execute": _kept_answer(self.execute(code))}
         except VmUnanswered:
             raise
         except EnvironmentFailure as failed:

@@ -31,8 +31,11 @@ from osharm_core.errors import excerpt, is_finite_number
 
 #: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
 DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
-#: How long OSWorld's server lets a command run before it answers 500 (`/execute`).
+#: How long OSWorld's server lets a command run before it answers 500 (`/execute`,
+#: `/setup/execute`, and the command of `/setup/execute_with_verification`).
 COMMAND_SECONDS: Final = 120.0
+#: How much longer than the server may take a command's answer is awaited.
+COMMAND_MARGIN: Final = 30.0
 #: The most one answer of a VM's server may take in all, however it trickles in (its
 #: commands run up to `COMMAND_SECONDS` on the VM).
 ANSWER_SECONDS: Final = 180.0
@@ -51,6 +54,21 @@ def answer_seconds(timeout: float) -> float:
     """How long an answer may take in all when its first byte may take `timeout` seconds:
     `ANSWER_SECONDS`, or `timeout` and a minute to arrive when that is longer."""
     return max(ANSWER_SECONDS, timeout + 60)
+
+
+def outlasting_commands(timeout: httpx.Timeout, *, then: float = 0.0) -> httpx.Timeout:
+    """`timeout` with a read timeout longer than the server may take to answer a command it
+    lets run `COMMAND_SECONDS` and then waits `then` seconds more for (a verification), so a
+    command that overruns gets the server's answer (a 500, reported) rather than a read
+    timeout (no answer, which stops the run). A longer read timeout is kept; none stays none.
+
+    >>> outlasting_commands(httpx.Timeout(120.0), then=10).read
+    160.0
+    """
+    read = timeout.read
+    if read is not None and read <= COMMAND_SECONDS + then:
+        read = COMMAND_SECONDS + then + COMMAND_MARGIN
+    return httpx.Timeout(connect=timeout.connect, read=read, write=timeout.write, pool=timeout.pool)
 
 
 def seconds_limit(
@@ -199,6 +217,7 @@ def failure(
 
 __all__ = [
     "ANSWER_SECONDS",
+    "COMMAND_MARGIN",
     "COMMAND_SECONDS",
     "DEFAULT_MAX_ANSWER_BYTES",
     "TRANSFER_SECONDS",
@@ -207,6 +226,7 @@ __all__ = [
     "byte_limit",
     "copy_within",
     "failure",
+    "outlasting_commands",
     "seconds_limit",
     "stopped",
     "vm_answer",

@@ -17,9 +17,12 @@ execute, command           `POST /setup/execute` `{"command", "shell"}`, with OS
                            `{SCREEN_HEIGHT}`, `{SCREEN_WIDTH_HALF}`,
                            `{SCREEN_HEIGHT_HALF}`) filled in; with `until`
                            (`returncode` / `stdout` / `stderr`) it is repeated every
-                           0.3 s until the answer matches
+                           0.3 s until the answer matches; each answer is awaited
+                           longer than the server lets the command run (120 s)
 execute_with_verification  `POST /setup/execute_with_verification` `{"command", "shell",
-                           "verification", "max_wait_time", "check_interval"}`
+                           "verification", "max_wait_time", "check_interval"}`; the
+                           answer is awaited 120 s + `max_wait_time` and a margin
+                           (the server runs the command, then verifies)
 sleep                      nothing sent: waits `seconds`
 open                       `POST /setup/open_file` `{"path"}` (the server waits, up to
                            30 minutes, for the file's window)
@@ -43,7 +46,9 @@ databases, host files) are refused before any step runs, with a
 Failures: OSWorld stops setting up at the first step that raises; here every
 failed step raises, so the first failed request (an HTTP error, a status
 other than 200, a download that fails) is a `TaskSetupError` naming the
-step (`config[i]`, its type) and the endpoint, and no later step runs. (OSWorld
+step (`config[i]`, its type) and the endpoint, and no later step runs; a
+request that gets no answer is a `VmUnanswered` (`OSWorldServerEnv` makes it
+the task's `TaskSetupError` when the VM still answers after it). (OSWorld
 only logs a failed launch, window or wallpaper request and goes on; a task
 started on a half-prepared desktop would measure the wrong thing, so here it
 stops.) As in OSWorld, an `execute` whose command exits non-zero is no
@@ -66,11 +71,13 @@ import httpx
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import cut_short, stream_until
 from adapters.errors import TaskSetupError
+from adapters.runs import vm_http
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
     answer_seconds,
     copy_within,
+    outlasting_commands,
     stopped,
     vm_answer,
 )
@@ -448,8 +455,10 @@ class ServerSetup:
                     "max_wait_time": p["max_wait_time"],
                     "check_interval": p["check_interval"],
                 }
+                # The server runs the command (up to COMMAND_SECONDS), then verifies for up
+                # to max_wait_time: its answer is awaited longer than both.
                 endpoint = "/setup/execute_with_verification"
-                self._post(step, endpoint, body=body, timeout=p["max_wait_time"] + 10)
+                self._post(step, endpoint, body=body, command_then=p["max_wait_time"])
             case "sleep":
                 self._sleep(float(p["seconds"]))
             case "open":
@@ -476,13 +485,24 @@ class ServerSetup:
         *,
         body: object = None,
         timeout: float | None = None,
+        command_then: float | None = None,
         **kwargs: Any,
     ) -> bytes:
         """POST to `endpoint` (`body`, when given, as ASCII JSON: see `json_body`); the
-        answer's body, or a `TaskSetupError` naming the step for a status other than 200."""
+        answer's body, or a `TaskSetupError` naming the step for a status other than 200.
+
+        `command_then`: the server runs a command (`COMMAND_SECONDS` at most) and then
+        waits that many seconds more, so the answer is awaited longer than both (see
+        `outlasting_commands`); `timeout`: the answer may take that long to start."""
         where = f"{step.where}: POST {endpoint}"
         extra: dict[str, Any] = {} if body is None else json_body(body)
-        if timeout is not None:  # the answer may take that long to start, and then arrive
+        if command_then is not None:
+            outlasting = outlasting_commands(self._http.timeout, then=command_then)
+            read = outlasting.read
+            if read is None:
+                read = vm_http.COMMAND_SECONDS + command_then + vm_http.COMMAND_MARGIN
+            extra.update(timeout=outlasting, seconds=answer_seconds(read))
+        elif timeout is not None:  # the answer may take that long to start, and then arrive
             extra.update(timeout=timeout, seconds=answer_seconds(timeout))
         # A VM that does not answer is an EnvironmentFailure (not this task's fault).
         status, body = vm_answer(
@@ -510,7 +530,7 @@ class ServerSetup:
         body = {"command": command, "shell": p["shell"]}
         until: Mapping[str, Any] | None = p["until"]
         for attempt in range(MAX_UNTIL_TRIES):
-            answered = self._post(step, "/setup/execute", body=body)
+            answered = self._post(step, "/setup/execute", body=body, command_then=0.0)
             if not until:
                 return
             try:

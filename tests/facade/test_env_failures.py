@@ -294,11 +294,12 @@ def test_the_cli_run_goes_on_past_a_bad_action_and_a_failed_command(
 
 
 class StrictDesktopEnv(FakeDesktopEnv):
-    """Like OSWorld's DesktopEnv: its controller raises on a computer_13 type it does not know."""
+    """A DesktopEnv whose controller raises on an action (one the vocabulary admits: the
+    adapter refuses the others before they reach it)."""
 
     def step(self, action: Any, pause: float = 2) -> Any:
-        if isinstance(action, dict) and action["action_type"] == "TELEPORT":
-            raise Exception("Unknown action type: TELEPORT")
+        if isinstance(action, dict) and action["action_type"] == "MOUSE_UP":
+            raise Exception("Unknown action type: MOUSE_UP")
         return super().step(action, pause)
 
 
@@ -306,7 +307,7 @@ def test_a_wrapped_desktop_env_raising_on_an_action_fails_only_that_episode(
     tmp_path: Path,
 ) -> None:
     def agent(task: OsworldTask) -> PromptAgent:
-        first = '{"action_type": "TELEPORT"}' if task.example_id == "t1" else PRESS
+        first = '{"action_type": "MOUSE_UP"}' if task.example_id == "t1" else PRESS
         return PromptAgent.from_config(C13, client=FakeClient([first, "DONE"]))
 
     result = run_task_list(
@@ -318,7 +319,7 @@ def test_a_wrapped_desktop_env_raising_on_an_action_fails_only_that_episode(
         max_steps=3,
     )
     assert [o.status for o in result] == ["finished", "failed", "finished"]
-    assert result[1].detail == "step: Exception: Unknown action type: TELEPORT"
+    assert result[1].detail == "step: Exception: Unknown action type: MOUSE_UP"
     assert _traj(result, 1)[-1] == {"Error": "Time limit exceeded in os/t1"}
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.cli import main
 from adapters.trajectories.osharm import load_result_folder
-from tests.adapters.loopback import LoopbackServer
+from tests.adapters.loopback import LoopbackServer, Received, Reply
 from tests.facade.helpers import write_task_list
 from tests.facade.test_environments import VIDEO, serve_vm, vm_server  # noqa: F401  (the fixture)
 
@@ -94,3 +94,72 @@ def test_record_saves_each_episode_video_in_its_folder(
     assert all(v.read_bytes() == VIDEO for v in videos)
     assert main(_args(tmp_path, "--record", "--observations", str(tmp_path))) == 2
     assert "--record records a live VM's screen" in capsys.readouterr().err
+
+
+class RecordingVm:
+    """OSWorld's recorder on a loopback VM: one recording at a time (a second start is a 400,
+    "Recording is already in progress."; an end with none under way a 400 as well)."""
+
+    def __init__(self, server: LoopbackServer, *, recording: bool = False) -> None:
+        self.recording = recording
+        server.route("POST", r"/start_recording", self.start)
+        server.route("POST", r"/end_recording", self.end)
+
+    def start(self, _: Received) -> Reply:
+        if self.recording:
+            return Reply(400, {"status": "error", "message": "Recording is already in progress."})
+        self.recording = True
+        return Reply(200, {"status": "success", "message": "Started recording."})
+
+    def end(self, _: Received) -> Reply:
+        if not self.recording:
+            return Reply(400, {"status": "error", "message": "No recording in progress to stop."})
+        self.recording = False
+        return Reply(200, VIDEO, {"content-type": "video/mp4"})
+
+
+def test_a_recording_left_on_by_a_killed_run_is_ended_and_every_task_recorded(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run killed mid-episode leaves the VM recording: every start was a 400, every --record
+    task failed, run after run. The stale recording is ended (its video dropped) and the
+    episode recorded from its start."""
+    vm = RecordingVm(vm_server, recording=True)
+    assert main(_args(tmp_path, "--env-url", vm_server.base_url, "--record")) == 0
+    assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
+    paths = [r.path for r in vm_server.requests if "record" in r.path]
+    assert (
+        paths
+        == ["/start_recording", "/end_recording"]
+        + [
+            "/start_recording",
+            "/end_recording",
+        ]
+        * 3
+    )
+    videos = sorted((tmp_path / "results").glob("pyautogui/a11y_tree/*/os/*/recording.mp4"))
+    assert [v.read_bytes() for v in videos] == [VIDEO] * 3
+    assert not vm.recording
+
+
+def test_a_recording_that_will_not_start_leaves_the_episode_unrecorded_not_failed(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OSWorld's controller only logs a start that fails: the episode runs, unrecorded, and a
+    warning says so."""
+    vm_server.route("POST", r"/start_recording", lambda _: Reply(400, {"status": "error"}))
+    vm_server.route("POST", r"/end_recording", lambda _: Reply(400, {"status": "error"}))
+    assert main(_args(tmp_path, "--env-url", vm_server.base_url, "--record")) == 0
+    assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
+    paths = [r.path for r in vm_server.requests if "record" in r.path]
+    assert paths == ["/start_recording", "/end_recording", "/start_recording"] * 3
+    assert not list((tmp_path / "results").rglob("recording.mp4*"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 3
+    assert all("POST /start_recording: HTTP 400" in w for w in warnings)
+    assert all("this episode runs unrecorded" in w for w in warnings)

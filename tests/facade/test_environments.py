@@ -385,6 +385,14 @@ def test_a_failing_recording_endpoint_is_an_environment_failure(tmp_path: Path) 
             env.end_recording(tmp_path / "r.mp4")
         assert list(tmp_path.iterdir()) == []
         env.close()
+        # At reset, a start that fails is noted and the episode runs unrecorded.
+        serve_vm(server)
+        server.route("POST", r"/.*_recording", lambda _: Reply(500, {"error": "no ffmpeg"}))
+        recorded = OSWorldServerEnv(server.base_url, timeout=5.0, recording=tmp_path / "r.mp4")
+        assert recorded.reset({"id": "x"})["screenshot"]
+        assert recorded.recording_problem == "POST /start_recording: HTTP 500"
+        recorded.close()
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> None:
@@ -444,7 +452,7 @@ def test_reads_are_tried_again_and_commands_only_when_they_cannot_have_run(
     failure; a command is sent again after a refusal (non-200) or a connection that never
     opened, never after one that broke or timed out once sent (it may have run)."""
     # A command's answer is awaited longer than the server lets it run (120 s); 1 s here.
-    monkeypatch.setattr("adapters.runs.environments.COMMAND_SECONDS", 1.0)
+    monkeypatch.setattr("adapters.runs.vm_http.COMMAND_SECONDS", 1.0)
     env = OSWorldServerEnv(vm_server.base_url, timeout=2.0, retry_wait=0)
 
     def count(path: str) -> int:

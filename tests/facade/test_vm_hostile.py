@@ -4,6 +4,7 @@ or claim a failure after running the command; a task file with absurd numbers; b
 from __future__ import annotations
 
 import gzip
+import json
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from adapters.cli import main
 from adapters.runs.tasks import _stops_run
 from adapters.runs.vm_http import VmUnanswered, vm_answer
 from adapters.runs.vm_setup import plan_setup
+from adapters.trajectories.osharm import load_result_folder
 from tests.adapters.loopback import LoopbackServer, Reply
 from tests.adapters.raw import RawServer, answer
 from tests.facade.helpers import load
@@ -194,3 +196,58 @@ def test_an_answer_still_arriving_at_its_deadline_is_no_answer(
             limit=100_000,
             seconds=0.5,
         )
+
+
+def test_a_command_that_prints_megabytes_leaves_a_small_step_info(
+    vm_server: LoopbackServer,  # noqa: F811
+) -> None:
+    """Each step's info went whole into traj.jsonl (up to 64 MiB a step): a few steps of a
+    command printing 40 MB made a folder past the readers' 256 MiB cap. Each field keeps its
+    first 64 Ki characters and its length; at most 8 fields."""
+    big = {
+        "status": "success",
+        "output": "A" * 1_000_000,
+        "error": "é" * 70_000,
+        "returncode": 0,
+        "nested": [["x" * 1000] * 100],
+        "x" * 200: "a long name",
+        **{f"extra{i:02}": i for i in range(30)},
+    }
+    vm_server.enqueue(Reply(200, big), path="/execute")
+    env = OSWorldServerEnv(vm_server.base_url, timeout=5.0)
+    info = env.step("print('A' * 1_000_000)")[3]["execute"]
+    assert info["output"] == "A" * 65536
+    assert info["output_chars"] == 1_000_000
+    assert info["error"] == "é" * 65536
+    assert info["error_chars"] == 70_000
+    assert (info["status"], info["returncode"]) == ("success", 0)
+    assert info["nested"].startswith('[["xxx')
+    assert len(info["nested"]) == 65536
+    assert info["nested_chars"] == len(json.dumps(big["nested"]))
+    assert sorted(info)[:3] == ["error", "error_chars", "extra00"]
+    assert info["extra02"] == 2
+    assert "extra03" not in info
+    assert info["fields_left_out"] == len(big) - 8
+    assert len(json.dumps(info, ensure_ascii=False)) < 4 * 65536
+    # Small answers stay as they are; execute() itself still gives the whole answer.
+    small = {"status": "success", "output": "hi\n", "error": "", "returncode": 0}
+    vm_server.enqueue(Reply(200, small), path="/execute")
+    assert env.step("print('hi')")[3] == {"execute": small}
+    vm_server.enqueue(Reply(200, big), path="/execute")
+    assert env.execute("print('A' * 1_000_000)") == big
+    env.close()
+
+
+def test_a_result_folder_stays_readable_however_much_each_command_prints(
+    vm_server: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    answer = {"status": "success", "output": "A" * 4_000_000, "error": "", "returncode": 0}
+    vm_server.route("POST", "/execute", lambda _: Reply(200, answer))
+    args = _args(tmp_path, "--env-url", vm_server.base_url, "--settle", "0")
+    assert main(args) == 0
+    (folder,) = (tmp_path / "results").glob("pyautogui/a11y_tree/*/os/_a")
+    (line, _) = (folder / "traj.jsonl").read_text().splitlines()
+    assert len(line) < 100_000
+    assert json.loads(line)["info"]["execute"]["output_chars"] == 4_000_000
+    assert len(load_result_folder(folder)) == 2

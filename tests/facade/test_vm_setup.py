@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -18,6 +19,8 @@ from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.runs import OsworldTask, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
+from adapters.runs.tasks import _stops_run
+from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_setup import DOWNLOAD_WAITS, MAX_UNTIL_TRIES, plan_setup
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder
@@ -350,7 +353,7 @@ def test_a_failing_step_stops_the_setup_and_names_step_and_endpoint(vm: Loopback
         _step("launch", command=["gimp"]),
         _step("open", path="/tmp/x.png"),
     ]
-    env, _ = _env(vm)
+    env, _ = _env(vm, retry_wait=0)
     with pytest.raises(TaskSetupError) as caught:
         env.reset({"config": config})
     assert str(caught.value) == (
@@ -359,9 +362,16 @@ def test_a_failing_step_stops_the_setup_and_names_step_and_endpoint(vm: Loopback
     assert [r.path for r in vm.requests] == ["/setup/launch"]  # no open, no observation
     vm.reset()
     vm.enqueue(Reply(hangup=True), path="/setup/open_file")
-    # A VM that does not answer is no fault of the task: not a TaskSetupError (it stops a run).
+    # A step left unanswered on a VM that still answers fails the task (not the run) ...
+    with pytest.raises(TaskSetupError, match=r"config\[0\] \(open\): POST /setup/open_file: "):
+        env.reset({"config": [_step("open", path="/tmp/x.png")]})
+    assert [r.path for r in vm.requests] == ["/setup/open_file", "/screenshot"]
+    vm.reset()
+    vm.enqueue(Reply(hangup=True), path="/setup/open_file")
+    vm.enqueue(*[Reply(hangup=True)] * 3, path="/screenshot")
+    # ... while a VM that answers nothing after it is gone: no fault of the task (it stops a run).
     with pytest.raises(
-        EnvironmentFailure, match=r"config\[0\] \(open\): POST /setup/open_file: "
+        VmUnanswered, match=r"config\[0\] \(open\): POST /setup/open_file: "
     ) as hung:
         env.reset({"config": [_step("open", path="/tmp/x.png")]})
     assert not isinstance(hung.value, TaskSetupError)
@@ -536,3 +546,82 @@ def test_a_redirect_to_a_file_url_fails_at_once(vm: LoopbackServer, files: Loopb
     finally:
         env.close()
     assert _setup_requests(vm) == []
+
+
+# --- commands that take long, steps left unanswered ---------------------------------------
+
+
+def test_setup_commands_are_awaited_longer_than_the_server_lets_them_run() -> None:
+    """OSWorld's server lets a command run 120 s, then answers 500; execute_with_verification
+    runs it, then verifies for up to max_wait_time. The answer is awaited longer than that,
+    so an overrun is the server's 500 (the task fails), never a read timeout (no answer)."""
+    notes = load("mousepad_notes")
+    reads: dict[str, float | None] = {}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        reads[request.url.path] = request.extensions["timeout"]["read"]
+        body = {"status": "success", "returncode": 0}
+        if request.url.path == "/screenshot":
+            return httpx.Response(200, stream=httpx.ByteStream(notes["screenshot"]))
+        if request.url.path == "/accessibility":
+            body = {"AT": notes["accessibility_tree"]}
+        return httpx.Response(200, stream=httpx.ByteStream(json.dumps(body).encode()))
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), timeout=120.0)
+    env = OSWorldServerEnv("http://vm:5000", http_client=client, settle=0)
+    verify = {"command": "true", "verification": {"command_success": "true"}, "max_wait_time": 60}
+    env.reset({"config": [_step("execute", command="true"), _step("launch", command="x")]})
+    env.reset({"config": [_step("execute_with_verification", **verify)]})
+    assert reads == {
+        "/setup/execute": 150.0,  # 120 s and a margin, as for a step's /execute
+        "/setup/launch": 120.0,  # the client's own
+        "/setup/execute_with_verification": 210.0,  # 120 s, then 60 s, and a margin
+        "/screenshot": 120.0,
+        "/accessibility": 120.0,
+    }
+    env.close()
+    client.close()
+
+
+def test_a_setup_command_that_overruns_fails_its_task_with_the_server_s_answer(
+    vm: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client's read timeout (1 s here) is shorter than the server's command limit (2 s
+    here; 120 s in OSWorld): the server's 500 still arrives, and fails only the task."""
+    monkeypatch.setattr("adapters.runs.vm_http.COMMAND_SECONDS", 2.0)
+    overrun = {"status": "error", "message": "Command timed out after 120 seconds."}
+    vm.route("POST", "/setup/execute", lambda _: Reply(500, overrun, delay=1.5))
+    env = OSWorldServerEnv(vm.base_url, timeout=1.0, settle=0)
+    with pytest.raises(TaskSetupError) as caught:
+        env.reset({"id": "t", "config": [_step("execute", command="./setup.sh", shell=True)]})
+    assert str(caught.value).startswith(
+        "task 't': setup config[0] (execute): POST /setup/execute: HTTP 500: "
+    )
+    assert not _stops_run(caught.value)
+    env.close()
+
+
+def test_a_step_left_unanswered_fails_its_task_while_the_vm_still_answers(
+    vm: LoopbackServer,
+) -> None:
+    """A read timeout in a setup step is the step's failure when the VM then shows a
+    screenshot; a VM that shows none is gone, which stops the run."""
+    vm.route("POST", "/setup/launch", lambda _: Reply(200, {}, delay=1.5))
+    env = OSWorldServerEnv(vm.base_url, timeout=1.0, settle=0, retry_wait=0)
+    task = {"id": "t", "config": [_step("sleep", seconds=0), _step("launch", command="gimp")]}
+    with pytest.raises(TaskSetupError) as caught:
+        env.reset(task)
+    assert re.match(
+        r"task 't': setup config\[1\] \(launch\): POST /setup/launch: ReadTimeout: .*"
+        r"\(the VM still answers: the step failed, not the VM\)$",
+        str(caught.value),
+    )
+    assert not _stops_run(caught.value)
+    assert [r.path for r in vm.requests] == ["/setup/launch", "/screenshot"]
+    vm.reset()
+    vm.enqueue(*[Reply(hangup=True)] * 3, path="/screenshot")
+    with pytest.raises(VmUnanswered, match=r"config\[1\] \(launch\): POST /setup/launch: ") as gone:
+        env.reset(task)
+    assert _stops_run(gone.value)
+    assert [r.path for r in vm.requests] == ["/setup/launch"] + ["/screenshot"] * 3
+    env.close()
