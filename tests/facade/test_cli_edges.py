@@ -66,9 +66,49 @@ def test_task_list_options_are_refused_for_task_directories(
         (["--domain", "os"], "--domain"),
         (["--observations", str(tmp_path)], "--observations"),
         (["--progress"], "--progress"),
+        (["--env-revert", "true"], "--env-revert"),
+        (["--record"], "--record"),
+        # These three had defaults, so a task directory run could not tell them given.
+        (["--settle", "3"], "--settle"),
+        (["--env-ready-timeout", "3"], "--env-ready-timeout"),
+        (["--ray-cpus-per-worker", "0.5"], "--ray-cpus-per-worker"),
     ):
         assert main([*argv, *extra]) == 2
         assert f"{flag} belongs to --tasks META.json runs" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_task_list_options_need_the_option_they_qualify(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--settle, --env-ready-timeout and --ray-cpus-per-worker were silently unused (bad values
+    too) in a run without --env-url / --env-revert / --ray; now each names what it needs, and a
+    value Ray cannot take is refused before any cluster is looked for."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    observation_folder(tmp_path / "obs")
+    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv += ["--observations", str(tmp_path / "obs"), "--out", str(tmp_path / "out")]
+    for extra, message in (
+        (["--settle", "-1"], "--settle waits after a live VM's task setup: give --env-url URL"),
+        (["--settle", "3"], "--settle waits after a live VM's task setup: give --env-url URL"),
+        (["--env-ready-timeout", "0"], "--env-ready-timeout bounds the wait for a reverted VM"),
+        (["--ray-cpus-per-worker", "-2"], "--ray-cpus-per-worker sizes Ray's worker actors"),
+        (
+            ["--ray", "auto", "--ray-cpus-per-worker", "-2"],
+            "--ray-cpus-per-worker takes a fraction in (0, 1] or a whole number; got -2",
+        ),
+        (["--ray", "auto", "--ray-cpus-per-worker", "1.5"], "a whole number; got 1.5"),
+        (["--ray", "auto", "--ray-cpus-per-worker", "nan"], "a whole number; got nan"),
+    ):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err, (extra, err)
+        assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+    url = ["--env-url", "http://127.0.0.1:9"]
+    vm = [a for a in argv if a not in ("--observations", str(tmp_path / "obs"))] + url
+    assert main([*vm, "--env-ready-timeout", "30"]) == 2
+    assert "give --env-revert COMMAND" in capsys.readouterr().err
 
 
 def test_task_directory_options_are_refused_for_task_lists(
