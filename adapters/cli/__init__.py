@@ -626,9 +626,10 @@ def _run_osharm(
             )
             continue
         ended = "" if writer.ended_by is None else f"; ended early: {writer.ended_by}"
+        scored = "" if score is None else f", score {score}"
         out.write(
-            f"[{task.name}] {len(agent.state)} step(s), {len(env.actions)} action(s), "
-            f"score {score}{usage_summary(agent.usage_totals)}{ended}; folder {folder}\n"
+            f"[{task.name}] {len(agent.state)} step(s), {len(env.actions)} action(s)"
+            f"{scored}{usage_summary(agent.usage_totals)}{ended}; folder {folder}\n"
         )
     return 1 if failed else 0
 

@@ -213,7 +213,7 @@ def test_a_task_list_run_stops_at_the_run_cap_and_reports_it(
     assert (code, err) == (0, "")
     reason = "run budget exceeded: 60 tokens used, cap 60"
     assert out.splitlines()[:4] == [
-        f"[os/_a] finished, score 0.0: ended early: {reason}",
+        f"[os/_a] finished: ended early: {reason}",
         f"[os/_b] stopped: {reason}",
         f"[os/_c] stopped: {reason}",
         "summary: 3 task(s): 1 finished, 0 skipped (already finished), 0 failed, "
