@@ -202,7 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
         "one observation per model turn, as for task directories",
     )
     run.add_argument("--out", required=True, metavar="DIR", help="where to record trajectories")
-    run.add_argument("--instruction", help="the task (default: each directory's task.json)")
+    run.add_argument(
+        "--instruction",
+        help="the task (default: each directory's task.json, else a recording's own steps')",
+    )
     run.add_argument("--max-steps", type=int, default=15, help="turns per episode (default 15)")
     run.add_argument("--overwrite", action="store_true", help="replace an existing recording")
     run.add_argument(

@@ -18,13 +18,14 @@ from typing import Any, Final
 from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters.contract import ModelClient
 from adapters.engine.limits import Limiter
-from adapters.errors import ConfigurationError, UsageError
+from adapters.errors import ConfigurationError, TrajectoryError, UsageError
 from adapters.providers._credentials import check_key
 from adapters.registry import REGISTRY
 from adapters.trajectories import replay as _replay
-from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES
+from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES, open_trajectory
 from osharm_core import AgentConfig
 from osharm_core.config import ACTION_SPACES, OBSERVATION_TYPES, PLATFORMS
+from osharm_core.errors import excerpt
 from osharm_core.limits import SERVER_PROFILES, ServerLimits
 from osharm_core.scaling import scaling_choices
 
@@ -45,7 +46,9 @@ def add_observation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--screenshot", metavar="PNG", help="the screenshot file")
     parser.add_argument("--a11y", metavar="XML", help="the accessibility-tree file")
     parser.add_argument(
-        "--instruction", help="the task (default: 'instruction' in the directory's task.json)"
+        "--instruction",
+        help="the task (default: 'instruction' in the directory's task.json, else a "
+        "recording's own steps')",
     )
 
 
@@ -85,13 +88,39 @@ def task_place(directory: Path) -> tuple[str, str]:
     )
 
 
+def _recorded_instruction(directory: Path) -> str | None:
+    """The instruction a recording's lines (or a result folder's log) hold, when they agree."""
+    try:
+        entries = open_trajectory(directory).entries
+    except TrajectoryError as exc:
+        raise UsageError(str(exc)) from None
+    said: dict[str, int] = {}
+    for entry in entries:
+        if entry.instruction.strip():
+            said.setdefault(entry.instruction, entry.step)
+    if len(said) > 1:
+        (first, one), (second, other) = list(said.items())[:2]
+        raise UsageError(
+            f"the steps of the recording {directory} hold different instructions (step {one}: "
+            f"{excerpt(first)}, step {other}: {excerpt(second)}): pass --instruction"
+        )
+    return next(iter(said), None)
+
+
 def task_instruction(given: str | None, directory: Path | None) -> str:
-    """The task: `given` (--instruction), else the one in `directory`'s task.json."""
+    """The task: `given` (--instruction), else the one in `directory`'s task.json, else (a
+    recording or result folder without task.json) the one its steps hold."""
     if given is not None:
         return given
     found = _read_task_instruction(directory) if directory is not None else None
+    recording = directory is not None and found is None and _replay.is_recording(directory)
+    if recording:
+        assert directory is not None
+        found = _recorded_instruction(directory)
     if found is None:
         where = f" and {directory / TASK_FILE} does not exist" if directory is not None else ""
+        if recording:
+            where += ", nor do the recording's steps hold one"
         raise UsageError(f"no instruction: pass --instruction{where}")
     return found
 

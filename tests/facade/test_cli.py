@@ -452,3 +452,41 @@ def test_several_recorded_tasks_replay_task_by_task(
     assert code == 0
     for name, expected in (("first", ["WAIT"]), ("second", ["FAIL"])):
         assert [e.actions for e in read_trajectory(tmp_path / "o2" / name)] == [tuple(expected)]
+
+
+def test_a_recording_turns_into_a_result_folder_as_the_readme_says(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`run REC --format osharm --model replay:REC` took its instruction only from task.json,
+    which a recording does not have; it now comes from the recording's own lines."""
+    rec, results = tmp_path / "rec", tmp_path / "results"
+    bundled = read_trajectory(EXAMPLE)
+    assert (
+        _run(capsys, "run", str(EXAMPLE), "--model", f"replay:{EXAMPLE}", "--out", str(rec))[0] == 0
+    )
+    argv = [
+        "run",
+        str(rec),
+        "--format",
+        "osharm",
+        "--model",
+        f"replay:{rec}",
+        "--out",
+        str(results),
+    ]
+    code, out, err = _run(capsys, *argv)
+    assert (code, err) == (0, ""), out
+    (folder,) = results.glob("pyautogui/a11y_tree/*/local/rec")
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
+    assert log["task"]["instruction"] == bundled[0].instruction
+    assert [e.actions for e in read_trajectory(folder)] == [e.actions for e in bundled]
+    # Lines that disagree cannot say which instruction the run had: refused, naming both.
+    lines = (rec / "trajectory.jsonl").read_text(encoding="utf-8").splitlines()
+    other = json.loads(lines[1]) | {"instruction": "Close the window"}
+    (rec / "trajectory.jsonl").write_text(lines[0] + "\n" + json.dumps(other) + "\n")
+    code, out, err = _run(capsys, *argv[:-1], str(tmp_path / "again"))
+    _fails_cleanly(code, out, err, 2, f"the steps of the recording {rec} hold different")
+    assert "step 2: 'Close the window'" in err
+    assert "pass --instruction" in err
+    code, _, err = _run(capsys, *argv[:-1], str(tmp_path / "again"), *INSTRUCTION)
+    assert (code, err) == (0, "")
