@@ -76,16 +76,22 @@ def _read_task_instruction(directory: Path) -> str | None:
 def task_place(directory: Path) -> tuple[str, str]:
     """`(domain, example_id)` of a task directory: its task.json's `domain` and `id`, when given.
 
-    Without them the domain is `local` and the id the directory's name.
+    Without them the domain is `local` and the id the directory's name; a key given as
+    anything but a non-empty string is a `UsageError` naming the file and key.
     """
     file = directory / TASK_FILE
-    data = _task_json(file) if file.exists() else None
-    fields = data if isinstance(data, dict) else {}
-    domain, example_id = fields.get("domain"), fields.get("id")
-    return (
-        domain if isinstance(domain, str) and domain else "local",
-        example_id if isinstance(example_id, str) and example_id else directory.name,
-    )
+    if not file.exists():
+        return "local", directory.name
+    data = _task_json(file)
+    if not isinstance(data, dict):
+        raise UsageError(f"{file} is not a JSON object")
+    for key in ("domain", "id"):
+        if key in data and (not isinstance(data[key], str) or not data[key]):
+            raise UsageError(
+                f"{file}: {key!r} names the result folder, so it is a non-empty string; "
+                f"got {excerpt(data[key])}"
+            )
+    return data.get("domain", "local"), data.get("id", directory.name)
 
 
 def _recorded_instruction(directory: Path) -> str | None:

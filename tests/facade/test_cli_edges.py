@@ -430,3 +430,41 @@ def test_a_number_too_large_for_a_float_is_a_usage_error(
     assert "must be a finite number of USD per million tokens" in err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"id": 5}, "'id'"),
+        ({"domain": ["os"]}, "'domain'"),
+        ({"id": ""}, "'id'"),
+        ({"id": None, "domain": "os"}, "'id'"),
+    ],
+)
+def test_a_task_json_id_or_domain_that_is_no_string_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], named: str
+) -> None:
+    """They name the result folder; one that was not a non-empty string was silently replaced
+    by the default (local, the directory's name), so the folder landed elsewhere."""
+    task = observation_folder(tmp_path / "task", ("mousepad_notes",))
+    (task / "task.json").write_text(json.dumps({"instruction": "Open the File menu", **fields}))
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    argv = ["run", str(task), "--model", f"replay:{script}", "--format", "osharm"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{task / 'task.json'}: {named} names the result folder" in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_task_json_that_is_no_object_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = observation_folder(tmp_path / "task", ("mousepad_notes",))
+    (task / "task.json").write_text('["os", "_a"]')
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    argv = ["run", str(task), "--model", f"replay:{script}", "--format", "osharm"]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--instruction", "x"]) == 2
+    assert f"{task / 'task.json'} is not a JSON object" in capsys.readouterr().err
