@@ -37,6 +37,7 @@ from adapters.cli._inputs import (
     agent_config,
     model_client,
     observation,
+    option_words,
     replay_source,
     task_instruction,
     task_place,
@@ -99,7 +100,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _model_forms() -> str:
-    forms = "\n".join(f"  {form}" for form in REGISTRY.forms())
+    forms = "\n".join(f"  {option_words(form)}" for form in REGISTRY.forms())
     return f"model names:\n{forms}"
 
 

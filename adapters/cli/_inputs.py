@@ -281,6 +281,27 @@ def add_model_options(parser: argparse.ArgumentParser, *, client: bool = True) -
         )
 
 
+#: The library's messages name its keyword arguments; the command line's options stand in.
+_OPTION_WORDS: Final = (
+    ("or pass api_key=...", "or pass --api-key-env VAR (the variable holding the key)"),
+    ("base_url=... required; api_key optional", "--base-url URL required; key optional"),
+    ("base_url=...", "--base-url URL"),
+    ("api_key=...", "--api-key-env VAR"),
+)
+
+
+def option_words(text: str) -> str:
+    """`text` with the Python arguments it names (`base_url=...`, `api_key=...`) given as the
+    command line's options (`--base-url URL`, `--api-key-env VAR`).
+
+    >>> option_words("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=...")
+    'OpenAI needs an API key: set OPENAI_API_KEY or pass --api-key-env VAR (the variable holding the key)'
+    """
+    for words, option in _OPTION_WORDS:
+        text = text.replace(words, option)
+    return text
+
+
 def replay_source(model: str) -> Path | None:
     """The recording a `replay` model name reads, however it is spelled (`replay:P`,
     `REPLAY:P`, `replay/P`, `replay|P`: what the registry takes); None for other names and
@@ -306,6 +327,9 @@ def model_client(
                 f"the environment variable {args.api_key_env} (--api-key-env) is not set"
             )
         check_key(api_key, f"{args.api_key_env} (--api-key-env)", provider=model or args.model)
-    return REGISTRY.client_for(
-        model or args.model, base_url=args.base_url, api_key=api_key, limiter=limiter
-    )
+    try:
+        return REGISTRY.client_for(
+            model or args.model, base_url=args.base_url, api_key=api_key, limiter=limiter
+        )
+    except ConfigurationError as exc:
+        raise ConfigurationError(option_words(str(exc))) from None

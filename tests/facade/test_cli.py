@@ -264,6 +264,17 @@ def test_missing_key(capsys: pytest.CaptureFixture[str]) -> None:
     """A known model without its key names the variable to set, exit status 2."""
     code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "gpt-4o")
     _fails_cleanly(code, out, err, 2, "OPENAI_API_KEY")
+    # The CLI's options, not the library's keyword arguments (it has no api_key=...).
+    assert "set OPENAI_API_KEY or pass --api-key-env VAR" in err
+    assert "api_key=" not in err
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "compat/llama3")
+    _fails_cleanly(code, out, err, 2, "needs a base URL: pass --base-url URL")
+    assert "base_url=" not in err
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "mystery-9000")
+    assert "compat/<model> (--base-url URL required; key optional)" in err
+    assert "base_url=" not in err
+    code, out, _ = _run(capsys, "predict", "--help")
+    assert "compat/<model> (--base-url URL required; key optional)" in out
     code, out, err = _run(
         capsys,
         "predict",
