@@ -17,6 +17,7 @@ import functools
 import hashlib
 import io
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_ret
 
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
-from adapters.agent import PromptAgent
+from adapters.agent import DEFAULT_LOGGER, PromptAgent
 from adapters.cli._budget import add_budget_options, run_budget, usage_summary
 from adapters.cli._inputs import (
     add_agent_options,
@@ -821,11 +822,26 @@ def _tolerant(stream: TextIO) -> TextIO:
     return stream
 
 
+class _ReportedHere(logging.Filter):
+    """Keeps the agent's "Model call failed" record off the CLI's stderr: every command
+    reports the failure itself (its error line, or the task's line), so it would show twice.
+    The agent's other records (a request cut down, a budget reached) pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno >= logging.ERROR
+            and isinstance(record.msg, str)
+            and record.msg.startswith("Model call failed")
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `osharm-agent` with `argv` (default: the process arguments); returns the exit status."""
     out, err = _tolerant(sys.stdout), _tolerant(sys.stderr)
     hooks = get_on_retry_hooks()
     set_on_retry_hooks([functools.partial(_say_retry, err)])
+    agent_log, reported = logging.getLogger(DEFAULT_LOGGER), _ReportedHere()
+    agent_log.addFilter(reported)
     try:
         args = build_parser().parse_args(argv)
         return _COMMANDS[args.command](args, out)
@@ -850,6 +866,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         set_on_retry_hooks(hooks)
+        agent_log.removeFilter(reported)
 
 
 def _drop_stdout() -> None:

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -468,3 +469,32 @@ def test_a_task_json_that_is_no_object_is_named(
     argv = ["run", str(task), "--model", f"replay:{script}", "--format", "osharm"]
     assert main([*argv, "--out", str(tmp_path / "out"), "--instruction", "x"]) == 2
     assert f"{task / 'task.json'} is not a JSON object" in capsys.readouterr().err
+
+
+def test_a_failed_model_call_is_one_line_on_stderr_and_other_warnings_still_show(
+    tmp_path: Path,
+) -> None:
+    """The agent's own "Model call failed ..." log line reached stderr (through logging's
+    last-resort handler) beside the CLI's error line; now only the error line does, while the
+    agent's other warnings (here a request cut down to fit) still show. A real process, so
+    logging is as a user's shell sees it."""
+    root = EXAMPLE.parents[1]
+    program = "import sys; from adapters.cli import main; sys.exit(main(sys.argv[1:]))"
+    with LoopbackServer() as server:
+        server.enqueue(
+            Reply(401, {"error": {"message": "bad key"}}), Reply(200, chat_completion("DONE"))
+        )
+        argv = [sys.executable, "-c", program, "predict", str(EXAMPLE), "--model", "compat/m"]
+        argv += ["--base-url", server.base_url + "/v1"]
+        failed = subprocess.run(argv, capture_output=True, text=True, cwd=root, check=False)
+        cut = subprocess.run(
+            [*argv, "--server-profile", "max_input_tokens=700"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            check=False,
+        )
+    assert failed.returncode == 1
+    assert failed.stderr == "osharm-agent: error: model call failed: compat HTTP 401: bad key\n"
+    assert cut.returncode == 0
+    assert cut.stderr.startswith("Step 1: request cut down to fit server_profile")
