@@ -42,3 +42,19 @@ def test_quick_start_paths_exist() -> None:
     assert headings[0] == "## Quick start"
     assert (ROOT / "examples/task/trajectory.jsonl").is_file()
     assert (ROOT / "examples/task/task.json").is_file()
+
+
+def test_quick_start_quotes_its_own_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary the quick start quotes is what its command prints."""
+    from adapters.cli import main
+
+    quoted = " ".join(README.split("## Quick start")[1].split("\n## ")[0].split())
+    start = quoted.index("`summary [task]: ")
+    summary = quoted[start + 1 : quoted.index("; ...`", start)]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    argv = "run examples/task --model replay:examples/task/trajectory.jsonl --out runs/demo"
+    assert main(argv.split()) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(summary + ";")

@@ -416,7 +416,8 @@ class _Outcome:
     name: str
     steps: int
     status: str
-    input_tokens: int
+    #: The sum, `~` before it when a local estimate went into it (a reply without usage).
+    input_tokens: str
     output_tokens: int | None
     seconds: float
     trajectory: Path | None
@@ -516,7 +517,7 @@ def _run_task(
     tap = _Tap(client)
     agent = PromptAgent.from_config(config, client=tap, recorder=recorder, budget=budget)
     done, tokens_in, tokens_out, seconds = 0, 0, 0, 0.0
-    out_known, failed, status = True, False, "reached --max-steps"
+    out_known, estimated, failed, status = True, False, False, "reached --max-steps"
     obs: dict[str, Any] = {}
     try:
         obs = env.reset()
@@ -540,23 +541,28 @@ def _run_task(
         assert request is not None
         usage = last.response.usage
         if usage.input_tokens is not None:
-            step_in = str(usage.input_tokens)
-            tokens_in += usage.input_tokens
+            step_in = usage.input_tokens
         else:
-            estimate = sum(_message_tokens(m) for m in request.messages)
-            step_in = f"~{estimate}"
-            tokens_in += estimate
-        if usage.output_tokens is None:
-            out_known = False
-        else:
-            tokens_out += usage.output_tokens
+            step_in = sum(_message_tokens(m) for m in request.messages)
+        step_out = usage.output_tokens
+        # A fork's replayed step was paid for by the run that recorded it: shown, not summed.
+        replayed = last.response.prepaid is True
+        if not replayed:
+            tokens_in += step_in
+            estimated = estimated or usage.input_tokens is None
+            if step_out is None:
+                out_known = False
+            else:
+                tokens_out += step_out
         seconds += last.latency
         shown = "unparsable" if actions is None else str(len(actions))
-        step_out = "-" if usage.output_tokens is None else str(usage.output_tokens)
         cost = "" if last.cost_usd is None else f", cost ${last.cost_usd:.4f}"
+        note = " (replayed: not counted)" if replayed else ""
         out.write(
             f"[{task.name}] step {done}: observation {env.observation_name}, actions {shown}, "
-            f"tokens in {step_in} out {step_out}{cost}, latency {last.latency:.3f}s\n"
+            f"tokens in {'~' if usage.input_tokens is None else ''}{step_in} out "
+            f"{'-' if step_out is None else step_out}{cost}{note}, "
+            f"latency {last.latency:.3f}s\n"
         )
         terminal = [a for a in actions or () if _replay.is_terminal(a)]
         if terminal:
@@ -578,7 +584,7 @@ def _run_task(
         task.name,
         done,
         status,
-        tokens_in,
+        f"~{tokens_in}" if estimated else str(tokens_in),
         tokens_out if out_known else None,
         seconds,
         recorder.inner.path,
@@ -709,7 +715,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for task, client in zip(tasks, clients, strict=True):
         out_dir = Path(args.out) / task.name if several else Path(args.out)
         if _run_budget_spent(budget, task.name, out):
-            outcomes.append(_Outcome(task.name, 0, "not started (run budget)", 0, 0, 0.0, None))
+            outcomes.append(_Outcome(task.name, 0, "not started (run budget)", "0", 0, 0.0, None))
             continue
         outcomes.append(_run_task(args, config, task, out_dir, client, out, budget))
     for o in outcomes:
