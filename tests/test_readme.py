@@ -58,3 +58,16 @@ def test_quick_start_quotes_its_own_summary(
     argv = "run examples/task --model replay:examples/task/trajectory.jsonl --out runs/demo"
     assert main(argv.split()) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith(summary + ";")
+
+
+def test_rate_limiter_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared rate limiter example imports what it uses and gives every client the limiter
+    (it named `REGISTRY` without importing it, from where `adapters` does not export it)."""
+    block = next(b for b in _python_blocks(README) if "RateLimiter(" in b)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-example")
+    names: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), names)
+    clients = names["clients"]
+    assert isinstance(clients, list)
+    assert len(clients) == 8
+    assert all(client.limiter is names["limiter"] for client in clients)
