@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -498,3 +499,31 @@ def test_a_failed_model_call_is_one_line_on_stderr_and_other_warnings_still_show
     assert failed.stderr == "osharm-agent: error: model call failed: compat HTTP 401: bad key\n"
     assert cut.returncode == 0
     assert cut.stderr.startswith("Step 1: request cut down to fit server_profile")
+
+
+def test_ray_auto_without_a_cluster_is_named_as_a_named_address_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--ray auto` with no cluster showed Ray's own message, which points at an `--address`
+    flag the CLI does not have. (Ray itself is stood in for: a real `auto` would join any
+    cluster another test started on this machine.)"""
+
+    def init(**_: object) -> None:
+        raise ConnectionError(
+            "Could not find any running Ray instance. Please specify the one to connect to by "
+            "setting `--address` flag or `RAY_ADDRESS` environment variable."
+        )
+
+    monkeypatch.setitem(
+        sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    )
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    observation_folder(tmp_path / "obs")
+    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv += ["--base-url", "http://127.0.0.1:9/v1", "--observations", str(tmp_path / "obs")]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--ray", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "osharm-agent: error: no Ray cluster answers at auto: Ray found none to join "
+        "(start it, or check --ray)\n"
+    )
