@@ -71,3 +71,11 @@ def test_rate_limiter_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(clients, list)
     assert len(clients) == 8
     assert all(client.limiter is names["limiter"] for client in clients)
+
+
+def test_development_names_files_a_clone_has() -> None:
+    """Every repository path the Development section gives as a command exists in a clone."""
+    section = README.split("## Development")[1]
+    assert "pytest tests/test_purity.py" in section
+    assert (ROOT / "tests" / "test_purity.py").is_file()
+    assert "python ../shared" not in section  # not a command a clone can run
