@@ -38,6 +38,7 @@ from adapters.runs.environments import (
 )
 from adapters.runs.progress import Progress, RunResult, task_name
 from adapters.runs.tasks import OsworldTask, TaskOutcome, arun_task_list, load_task_list
+from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_revert import RevertCommand
 from adapters.runs.vm_setup import DEFAULT_CLIENT_PASSWORD
 from adapters.trajectories import replay as _replay
@@ -146,7 +147,7 @@ def vm_env(
     """The OSWorld VM at `url`; with `recording_in`, it records each episode into the task's
     folder; with `revert`, it is restored to its snapshot before the task."""
     recording = None if recording_in is None else recording_in.path(task)
-    return OSWorldServerEnv(
+    env = OSWorldServerEnv(
         url,
         recording=recording,
         settle=settle,
@@ -154,6 +155,38 @@ def vm_env(
         revert=revert,
         ready_timeout=ready_timeout,
     )
+    return NamedVm(env, url)
+
+
+class NamedVm:
+    """An `OSWorldServerEnv` whose "no answer at all" (`VmUnanswered`, which stops the run)
+    names its --env-url: with several VMs, which one went away. Everything else is the VM's."""
+
+    def __init__(self, env: OSWorldServerEnv, url: str) -> None:
+        self.env, self.url = env, url
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":  # not set yet (a copy being made): no lookup through itself
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def _named(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except VmUnanswered as exc:
+            raise VmUnanswered(f"--env-url {self.url}: {exc}", sent=exc.sent) from exc
+
+    def reset(self, task_config: Any = None, **kwargs: Any) -> Any:
+        return self._named(self.env.reset, task_config, **kwargs)
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        return self._named(self.env.step, action, pause)
+
+    def evaluate(self) -> float | None:
+        return self.env.evaluate()
+
+    def close(self) -> None:
+        self._named(self.env.close)
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import types
@@ -527,3 +528,29 @@ def test_ray_auto_without_a_cluster_is_named_as_a_named_address_is(
         "osharm-agent: error: no Ray cluster answers at auto: Ray found none to join "
         "(start it, or check --ray)\n"
     )
+
+
+def test_a_vm_that_does_not_answer_is_named_by_its_env_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With several VMs the error that stops the run ('GET /screenshot: ConnectError ...') did
+    not say which one went away; it now starts with that VM's --env-url."""
+    from tests.facade.test_environments import serve_vm
+
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    with (
+        LoopbackServer() as good,
+        socket.socket() as held,  # bound, never listening: refused, and no one else gets it
+        stamina.set_testing(True, attempts=1),
+    ):
+        held.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{held.getsockname()[1]}"
+        serve_vm(good)
+        argv = ["run", "--tasks", str(meta), "--examples", str(examples)]
+        argv += ["--model", f"replay:{script}", "--out", str(tmp_path / "out"), "--settle", "0"]
+        argv += ["--env-url", good.base_url, "--env-url", dead]
+        assert main(argv) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(f"osharm-agent: error: --env-url {dead}: GET /screenshot: ConnectError")
