@@ -501,3 +501,16 @@ def test_a_recording_turns_into_a_result_folder_as_the_readme_says(
     assert "pass --instruction" in err
     code, _, err = _run(capsys, *argv[:-1], str(tmp_path / "again"), *INSTRUCTION)
     assert (code, err) == (0, "")
+
+
+def test_the_example_recording_renders_each_step(capsys: pytest.CaptureFixture[str]) -> None:
+    """`render --trajectory examples/task/trajectory.jsonl --step 2` failed on a screenshot the
+    example does not keep (and on its tree): its lines now name the observations beside it,
+    and its first step is the prompt `render examples/task` builds."""
+    recording = str(EXAMPLE / "trajectory.jsonl")
+    for step in ("1", "2"):
+        code, out, err = _run(capsys, "render", "--trajectory", recording, "--step", step)
+        assert (code, err) == (0, "")
+    code, first, _ = _run(capsys, "render", "--trajectory", recording, "--step", "1")
+    assert first == _run(capsys, "render", str(EXAMPLE))[1]
+    assert "=== total: 1317 tokens in 4 messages" in out
