@@ -42,3 +42,40 @@ def test_quick_start_paths_exist() -> None:
     assert headings[0] == "## Quick start"
     assert (ROOT / "examples/task/trajectory.jsonl").is_file()
     assert (ROOT / "examples/task/task.json").is_file()
+
+
+def test_quick_start_quotes_its_own_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary the quick start quotes is what its command prints."""
+    from adapters.cli import main
+
+    quoted = " ".join(README.split("## Quick start")[1].split("\n## ")[0].split())
+    start = quoted.index("`summary [task]: ")
+    summary = quoted[start + 1 : quoted.index("; ...`", start)]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    argv = "run examples/task --model replay:examples/task/trajectory.jsonl --out runs/demo"
+    assert main(argv.split()) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(summary + ";")
+
+
+def test_rate_limiter_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared rate limiter example imports what it uses and gives every client the limiter
+    (it named `REGISTRY` without importing it, from where `adapters` does not export it)."""
+    block = next(b for b in _python_blocks(README) if "RateLimiter(" in b)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-example")
+    names: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), names)
+    clients = names["clients"]
+    assert isinstance(clients, list)
+    assert len(clients) == 8
+    assert all(client.limiter is names["limiter"] for client in clients)
+
+
+def test_development_names_files_a_clone_has() -> None:
+    """Every repository path the Development section gives as a command exists in a clone."""
+    section = README.split("## Development")[1]
+    assert "pytest tests/test_purity.py" in section
+    assert (ROOT / "tests" / "test_purity.py").is_file()
+    assert "python ../shared" not in section  # not a command a clone can run

@@ -12,8 +12,9 @@ tokens and the price has no cached rate, or when it would not be finite.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 
@@ -143,10 +144,29 @@ class _Recorded(Protocol):
     @property
     def cost_usd(self) -> float | None: ...
 
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def replayed_from(self) -> str | None: ...
+
+
+#: A `replay:PATH` model name, however the registry lets it be spelled (`replay/`, `REPLAY|`).
+_REPLAY_MODEL: Final = re.compile(r"replay[/|:]", re.IGNORECASE)
+
+
+def prepaid(entry: _Recorded) -> bool:
+    """Whether a recorded step was replayed from an earlier recording that paid for it: a
+    fork's or a continued task's prefix (`replayed_from` set). A run whose model is itself a
+    `replay:` recording is not prepaid: its replies stand in for a model's, and count."""
+    return entry.replayed_from is not None and not _REPLAY_MODEL.match(entry.model.strip())
+
 
 def recorded_totals(entries: Iterable[_Recorded]) -> UsageTotals:
-    """The totals of a recorded trajectory's steps (`TrajectoryEntry`s: their usage and `cost_usd`)."""
+    """The totals of a recorded trajectory's steps (`TrajectoryEntry`s: their usage and
+    `cost_usd`), leaving out the `prepaid` ones, as `PromptAgent.usage_totals` does."""
     totals = UsageTotals()
     for entry in entries:
-        totals = totals.add(entry.usage, entry.cost_usd)
+        if not prepaid(entry):
+            totals = totals.add(entry.usage, entry.cost_usd)
     return totals

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import io
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_ret
 
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
-from adapters.agent import PromptAgent
+from adapters.agent import DEFAULT_LOGGER, PromptAgent
 from adapters.cli._budget import add_budget_options, run_budget, usage_summary
 from adapters.cli._inputs import (
     add_agent_options,
@@ -37,6 +38,7 @@ from adapters.cli._inputs import (
     agent_config,
     model_client,
     observation,
+    option_words,
     replay_source,
     task_instruction,
     task_place,
@@ -99,7 +101,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _model_forms() -> str:
-    forms = "\n".join(f"  {form}" for form in REGISTRY.forms())
+    forms = "\n".join(f"  {option_words(form)}" for form in REGISTRY.forms())
     return f"model names:\n{forms}"
 
 
@@ -202,7 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
         "one observation per model turn, as for task directories",
     )
     run.add_argument("--out", required=True, metavar="DIR", help="where to record trajectories")
-    run.add_argument("--instruction", help="the task (default: each directory's task.json)")
+    run.add_argument(
+        "--instruction",
+        help="the task (default: each directory's task.json, else a recording's own steps')",
+    )
     run.add_argument("--max-steps", type=int, default=15, help="turns per episode (default 15)")
     run.add_argument("--overwrite", action="store_true", help="replace an existing recording")
     run.add_argument(
@@ -411,7 +416,8 @@ class _Outcome:
     name: str
     steps: int
     status: str
-    input_tokens: int
+    #: The sum, `~` before it when a local estimate went into it (a reply without usage).
+    input_tokens: str
     output_tokens: int | None
     seconds: float
     trajectory: Path | None
@@ -511,7 +517,7 @@ def _run_task(
     tap = _Tap(client)
     agent = PromptAgent.from_config(config, client=tap, recorder=recorder, budget=budget)
     done, tokens_in, tokens_out, seconds = 0, 0, 0, 0.0
-    out_known, failed, status = True, False, "reached --max-steps"
+    out_known, estimated, failed, status = True, False, False, "reached --max-steps"
     obs: dict[str, Any] = {}
     try:
         obs = env.reset()
@@ -535,23 +541,28 @@ def _run_task(
         assert request is not None
         usage = last.response.usage
         if usage.input_tokens is not None:
-            step_in = str(usage.input_tokens)
-            tokens_in += usage.input_tokens
+            step_in = usage.input_tokens
         else:
-            estimate = sum(_message_tokens(m) for m in request.messages)
-            step_in = f"~{estimate}"
-            tokens_in += estimate
-        if usage.output_tokens is None:
-            out_known = False
-        else:
-            tokens_out += usage.output_tokens
+            step_in = sum(_message_tokens(m) for m in request.messages)
+        step_out = usage.output_tokens
+        # A fork's replayed step was paid for by the run that recorded it: shown, not summed.
+        replayed = last.response.prepaid is True
+        if not replayed:
+            tokens_in += step_in
+            estimated = estimated or usage.input_tokens is None
+            if step_out is None:
+                out_known = False
+            else:
+                tokens_out += step_out
         seconds += last.latency
         shown = "unparsable" if actions is None else str(len(actions))
-        step_out = "-" if usage.output_tokens is None else str(usage.output_tokens)
         cost = "" if last.cost_usd is None else f", cost ${last.cost_usd:.4f}"
+        note = " (replayed: not counted)" if replayed else ""
         out.write(
             f"[{task.name}] step {done}: observation {env.observation_name}, actions {shown}, "
-            f"tokens in {step_in} out {step_out}{cost}, latency {last.latency:.3f}s\n"
+            f"tokens in {'~' if usage.input_tokens is None else ''}{step_in} out "
+            f"{'-' if step_out is None else step_out}{cost}{note}, "
+            f"latency {last.latency:.3f}s\n"
         )
         terminal = [a for a in actions or () if _replay.is_terminal(a)]
         if terminal:
@@ -573,7 +584,7 @@ def _run_task(
         task.name,
         done,
         status,
-        tokens_in,
+        f"~{tokens_in}" if estimated else str(tokens_in),
         tokens_out if out_known else None,
         seconds,
         recorder.inner.path,
@@ -626,9 +637,10 @@ def _run_osharm(
             )
             continue
         ended = "" if writer.ended_by is None else f"; ended early: {writer.ended_by}"
+        scored = "" if score is None else f", score {score}"
         out.write(
-            f"[{task.name}] {len(agent.state)} step(s), {len(env.actions)} action(s), "
-            f"score {score}{usage_summary(agent.usage_totals)}{ended}; folder {folder}\n"
+            f"[{task.name}] {len(agent.state)} step(s), {len(env.actions)} action(s)"
+            f"{scored}{usage_summary(agent.usage_totals)}{ended}; folder {folder}\n"
         )
     return 1 if failed else 0
 
@@ -650,9 +662,12 @@ def _task_list_only(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
         ("--progress", args.progress),
         ("--env-url", bool(args.env_url)),
         ("--env-revert", args.env_revert is not None),
+        ("--env-ready-timeout", args.env_ready_timeout is not None),
+        ("--settle", args.settle is not None),
         ("--record", args.record),
         ("--workers", args.workers is not None),
         ("--ray", args.ray is not None),
+        ("--ray-cpus-per-worker", args.ray_cpus_per_worker is not None),
         ("--continue-unfinished", args.continue_unfinished),
         ("--episode-timeout", args.episode_timeout is not None),
         ("--requests-per-minute", args.requests_per_minute is not None),
@@ -700,7 +715,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for task, client in zip(tasks, clients, strict=True):
         out_dir = Path(args.out) / task.name if several else Path(args.out)
         if _run_budget_spent(budget, task.name, out):
-            outcomes.append(_Outcome(task.name, 0, "not started (run budget)", 0, 0, 0.0, None))
+            outcomes.append(_Outcome(task.name, 0, "not started (run budget)", "0", 0, 0.0, None))
             continue
         outcomes.append(_run_task(args, config, task, out_dir, client, out, budget))
     for o in outcomes:
@@ -813,11 +828,26 @@ def _tolerant(stream: TextIO) -> TextIO:
     return stream
 
 
+class _ReportedHere(logging.Filter):
+    """Keeps the agent's "Model call failed" record off the CLI's stderr: every command
+    reports the failure itself (its error line, or the task's line), so it would show twice.
+    The agent's other records (a request cut down, a budget reached) pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno >= logging.ERROR
+            and isinstance(record.msg, str)
+            and record.msg.startswith("Model call failed")
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `osharm-agent` with `argv` (default: the process arguments); returns the exit status."""
     out, err = _tolerant(sys.stdout), _tolerant(sys.stderr)
     hooks = get_on_retry_hooks()
     set_on_retry_hooks([functools.partial(_say_retry, err)])
+    agent_log, reported = logging.getLogger(DEFAULT_LOGGER), _ReportedHere()
+    agent_log.addFilter(reported)
     try:
         args = build_parser().parse_args(argv)
         return _COMMANDS[args.command](args, out)
@@ -842,6 +872,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         set_on_retry_hooks(hooks)
+        agent_log.removeFilter(reported)
 
 
 def _drop_stdout() -> None:

@@ -18,13 +18,14 @@ from typing import Any, Final
 from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters.contract import ModelClient
 from adapters.engine.limits import Limiter
-from adapters.errors import ConfigurationError, UsageError
+from adapters.errors import ConfigurationError, TrajectoryError, UsageError
 from adapters.providers._credentials import check_key
 from adapters.registry import REGISTRY
 from adapters.trajectories import replay as _replay
-from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES
+from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES, open_trajectory
 from osharm_core import AgentConfig
 from osharm_core.config import ACTION_SPACES, OBSERVATION_TYPES, PLATFORMS
+from osharm_core.errors import excerpt
 from osharm_core.limits import SERVER_PROFILES, ServerLimits
 from osharm_core.scaling import scaling_choices
 
@@ -45,7 +46,9 @@ def add_observation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--screenshot", metavar="PNG", help="the screenshot file")
     parser.add_argument("--a11y", metavar="XML", help="the accessibility-tree file")
     parser.add_argument(
-        "--instruction", help="the task (default: 'instruction' in the directory's task.json)"
+        "--instruction",
+        help="the task (default: 'instruction' in the directory's task.json, else a "
+        "recording's own steps')",
     )
 
 
@@ -73,25 +76,57 @@ def _read_task_instruction(directory: Path) -> str | None:
 def task_place(directory: Path) -> tuple[str, str]:
     """`(domain, example_id)` of a task directory: its task.json's `domain` and `id`, when given.
 
-    Without them the domain is `local` and the id the directory's name.
+    Without them the domain is `local` and the id the directory's name; a key given as
+    anything but a non-empty string is a `UsageError` naming the file and key.
     """
     file = directory / TASK_FILE
-    data = _task_json(file) if file.exists() else None
-    fields = data if isinstance(data, dict) else {}
-    domain, example_id = fields.get("domain"), fields.get("id")
-    return (
-        domain if isinstance(domain, str) and domain else "local",
-        example_id if isinstance(example_id, str) and example_id else directory.name,
-    )
+    if not file.exists():
+        return "local", directory.name
+    data = _task_json(file)
+    if not isinstance(data, dict):
+        raise UsageError(f"{file} is not a JSON object")
+    for key in ("domain", "id"):
+        if key in data and (not isinstance(data[key], str) or not data[key]):
+            raise UsageError(
+                f"{file}: {key!r} names the result folder, so it is a non-empty string; "
+                f"got {excerpt(data[key])}"
+            )
+    return data.get("domain", "local"), data.get("id", directory.name)
+
+
+def _recorded_instruction(directory: Path) -> str | None:
+    """The instruction a recording's lines (or a result folder's log) hold, when they agree."""
+    try:
+        entries = open_trajectory(directory).entries
+    except TrajectoryError as exc:
+        raise UsageError(str(exc)) from None
+    said: dict[str, int] = {}
+    for entry in entries:
+        if entry.instruction.strip():
+            said.setdefault(entry.instruction, entry.step)
+    if len(said) > 1:
+        (first, one), (second, other) = list(said.items())[:2]
+        raise UsageError(
+            f"the steps of the recording {directory} hold different instructions (step {one}: "
+            f"{excerpt(first)}, step {other}: {excerpt(second)}): pass --instruction"
+        )
+    return next(iter(said), None)
 
 
 def task_instruction(given: str | None, directory: Path | None) -> str:
-    """The task: `given` (--instruction), else the one in `directory`'s task.json."""
+    """The task: `given` (--instruction), else the one in `directory`'s task.json, else (a
+    recording or result folder without task.json) the one its steps hold."""
     if given is not None:
         return given
     found = _read_task_instruction(directory) if directory is not None else None
+    recording = directory is not None and found is None and _replay.is_recording(directory)
+    if recording:
+        assert directory is not None
+        found = _recorded_instruction(directory)
     if found is None:
         where = f" and {directory / TASK_FILE} does not exist" if directory is not None else ""
+        if recording:
+            where += ", nor do the recording's steps hold one"
         raise UsageError(f"no instruction: pass --instruction{where}")
     return found
 
@@ -246,6 +281,27 @@ def add_model_options(parser: argparse.ArgumentParser, *, client: bool = True) -
         )
 
 
+#: The library's messages name its keyword arguments; the command line's options stand in.
+_OPTION_WORDS: Final = (
+    ("or pass api_key=...", "or pass --api-key-env VAR (the variable holding the key)"),
+    ("base_url=... required; api_key optional", "--base-url URL required; key optional"),
+    ("base_url=...", "--base-url URL"),
+    ("api_key=...", "--api-key-env VAR"),
+)
+
+
+def option_words(text: str) -> str:
+    """`text` with the Python arguments it names (`base_url=...`, `api_key=...`) given as the
+    command line's options (`--base-url URL`, `--api-key-env VAR`).
+
+    >>> option_words("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=...")
+    'OpenAI needs an API key: set OPENAI_API_KEY or pass --api-key-env VAR (the variable holding the key)'
+    """
+    for words, option in _OPTION_WORDS:
+        text = text.replace(words, option)
+    return text
+
+
 def replay_source(model: str) -> Path | None:
     """The recording a `replay` model name reads, however it is spelled (`replay:P`,
     `REPLAY:P`, `replay/P`, `replay|P`: what the registry takes); None for other names and
@@ -271,6 +327,9 @@ def model_client(
                 f"the environment variable {args.api_key_env} (--api-key-env) is not set"
             )
         check_key(api_key, f"{args.api_key_env} (--api-key-env)", provider=model or args.model)
-    return REGISTRY.client_for(
-        model or args.model, base_url=args.base_url, api_key=api_key, limiter=limiter
-    )
+    try:
+        return REGISTRY.client_for(
+            model or args.model, base_url=args.base_url, api_key=api_key, limiter=limiter
+        )
+    except ConfigurationError as exc:
+        raise ConfigurationError(option_words(str(exc))) from None

@@ -76,6 +76,10 @@ def _notes(args: argparse.Namespace, recording: Recording) -> list[str]:
         else:
             stated = recording.settings[name]
             notes.append(f"the recording says {name} {stated!r}; {flag} is not used")
+    if args.instruction is not None and any(
+        entry.instruction != args.instruction for entry in recording.entries
+    ):
+        notes.append("each step's instruction is the recording's; --instruction is not used")
     if recording.unstated:
         notes.append(
             f"the recording does not state {', '.join(recording.unstated)} (an older recording): "

@@ -38,6 +38,7 @@ from adapters.runs.environments import (
 )
 from adapters.runs.progress import Progress, RunResult, task_name
 from adapters.runs.tasks import OsworldTask, TaskOutcome, arun_task_list, load_task_list
+from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_revert import RevertCommand
 from adapters.runs.vm_setup import DEFAULT_CLIENT_PASSWORD
 from adapters.trajectories import replay as _replay
@@ -76,7 +77,6 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--settle",
         type=float,
-        default=DEFAULT_SETTLE,
         metavar="SECONDS",
         help="with --env-url: seconds a VM's desktop is left to settle after a task's setup "
         f"steps before the first observation (default {DEFAULT_SETTLE:g}, as OS-Harm's "
@@ -94,7 +94,6 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--env-ready-timeout",
         type=float,
-        default=DEFAULT_READY_TIMEOUT,
         metavar="SECONDS",
         help="with --env-revert: how long a reverted VM's server may take to answer again "
         f"(default {DEFAULT_READY_TIMEOUT:g})",
@@ -122,7 +121,6 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--ray-cpus-per-worker",
         type=float,
-        default=1.0,
         metavar="CPUS",
         help="with --ray: the CPUs each worker actor asks Ray for (default 1; a fraction such "
         "as 0.25 fits more workers on a node when episodes mostly wait on a remote model)",
@@ -149,7 +147,7 @@ def vm_env(
     """The OSWorld VM at `url`; with `recording_in`, it records each episode into the task's
     folder; with `revert`, it is restored to its snapshot before the task."""
     recording = None if recording_in is None else recording_in.path(task)
-    return OSWorldServerEnv(
+    env = OSWorldServerEnv(
         url,
         recording=recording,
         settle=settle,
@@ -157,6 +155,38 @@ def vm_env(
         revert=revert,
         ready_timeout=ready_timeout,
     )
+    return NamedVm(env, url)
+
+
+class NamedVm:
+    """An `OSWorldServerEnv` whose "no answer at all" (`VmUnanswered`, which stops the run)
+    names its --env-url: with several VMs, which one went away. Everything else is the VM's."""
+
+    def __init__(self, env: OSWorldServerEnv, url: str) -> None:
+        self.env, self.url = env, url
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":  # not set yet (a copy being made): no lookup through itself
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def _named(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except VmUnanswered as exc:
+            raise VmUnanswered(f"--env-url {self.url}: {exc}", sent=exc.sent) from exc
+
+    def reset(self, task_config: Any = None, **kwargs: Any) -> Any:
+        return self._named(self.env.reset, task_config, **kwargs)
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        return self._named(self.env.step, action, pause)
+
+    def evaluate(self) -> float | None:
+        return self.env.evaluate()
+
+    def close(self) -> None:
+        self._named(self.env.close)
 
 
 @attrs.frozen
@@ -214,6 +244,12 @@ def _env_factories(
         raise UsageError("--record records a live VM's screen: give --env-url URL")
     if args.env_revert is not None and not args.env_url:
         raise UsageError("--env-revert restores live VMs: give --env-url URL")
+    if args.settle is not None and not args.env_url:
+        raise UsageError("--settle waits after a live VM's task setup: give --env-url URL")
+    if args.env_ready_timeout is not None and args.env_revert is None:
+        raise UsageError(
+            "--env-ready-timeout bounds the wait for a reverted VM: give --env-revert COMMAND"
+        )
     if args.env_url:
         if args.observations is not None:
             raise UsageError("give --observations DIR or --env-url URL, not both")
@@ -223,12 +259,12 @@ def _env_factories(
                 f"--workers {args.workers} needs as many --env-url VMs (one environment per "
                 f"episode); got {len(args.env_url)}"
             )
-        if not 0 <= args.settle <= 3600:
-            raise UsageError(f"--settle takes 0 to 3600 seconds; got {args.settle:g}")
-        if not 0 < args.env_ready_timeout <= 86400:
-            raise UsageError(
-                f"--env-ready-timeout takes 0 to 86400 seconds; got {args.env_ready_timeout:g}"
-            )
+        settle = DEFAULT_SETTLE if args.settle is None else args.settle
+        if not 0 <= settle <= 3600:
+            raise UsageError(f"--settle takes 0 to 3600 seconds; got {settle:g}")
+        ready = DEFAULT_READY_TIMEOUT if args.env_ready_timeout is None else args.env_ready_timeout
+        if not 0 < ready <= 86400:
+            raise UsageError(f"--env-ready-timeout takes 0 to 86400 seconds; got {ready:g}")
         if args.env_revert is not None and not args.env_revert.strip():
             raise UsageError("--env-revert needs a command")
         place = RecordingPlace(args.out, config) if args.record else None
@@ -237,14 +273,14 @@ def _env_factories(
                 vm_env,
                 url,
                 recording_in=place,
-                settle=args.settle,
+                settle=settle,
                 client_password=config.client_password,
                 revert=(
                     None
                     if args.env_revert is None
                     else RevertCommand(args.env_revert, vm_url=url, vm_index=index)
                 ),
-                ready_timeout=args.env_ready_timeout,
+                ready_timeout=ready,
             )
             for index, url in enumerate(args.env_url[: args.workers])
         ]
@@ -316,6 +352,20 @@ def _task_directories_only(args: argparse.Namespace) -> tuple[tuple[str, bool], 
     )
 
 
+def _cpus_per_worker(args: argparse.Namespace) -> float:
+    """--ray-cpus-per-worker (default 1): a fraction in (0, 1] or a whole number, as Ray takes."""
+    cpus = args.ray_cpus_per_worker
+    if cpus is None:
+        return 1.0
+    if args.ray is None:
+        raise UsageError("--ray-cpus-per-worker sizes Ray's worker actors: give --ray ADDRESS")
+    if not (0 < cpus <= 1 or (cpus > 1 and float(cpus).is_integer())):
+        raise UsageError(
+            f"--ray-cpus-per-worker takes a fraction in (0, 1] or a whole number; got {cpus:g}"
+        )
+    return float(cpus)
+
+
 def run_task_list_command(
     args: argparse.Namespace, config: AgentConfig, out: TextIO, budget: Budget
 ) -> int:
@@ -340,6 +390,7 @@ def run_task_list_command(
     timeout = args.episode_timeout
     if timeout is not None and not 0 < timeout < float("inf"):
         raise UsageError(f"--episode-timeout takes a number of seconds above 0; got {timeout:g}")
+    cpus = _cpus_per_worker(args)
     factories = _env_factories(args, config)
     limiter = _rate_limiter(args)
     tasks = load_task_list(
@@ -368,7 +419,7 @@ def run_task_list_command(
                 make_env=factories * args.workers if len(factories) == 1 else factories,
                 max_steps=args.max_steps,
                 actors=args.workers,
-                cpus_per_actor=args.ray_cpus_per_worker,
+                cpus_per_actor=cpus,
                 address=args.ray,
                 episode_timeout=args.episode_timeout,
                 requests_per_minute=args.requests_per_minute,

@@ -516,7 +516,13 @@ def run_task_list_on_ray(
     own_cluster = not ray.is_initialized()
     if own_cluster:
         _check_reachable(address)
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except ConnectionError:  # `auto` finding no cluster: Ray's words name its own flags
+            raise ConfigurationError(
+                f"no Ray cluster answers at {address}: Ray found none to join "
+                "(start it, or check --ray)"
+            ) from None
     spawned: list[Any] = []
     try:
         limiter = None

@@ -259,7 +259,9 @@ def _prepared(
     linear: object,
 ) -> StepRequest:
     kind = config.observation_type
-    screenshot = _file(directory, entry.screenshot, entry.step, "screenshot")
+    # An a11y_tree prompt holds no image: a recording need not keep the screenshot for it.
+    shown = entry.screenshot if kind in SCREENSHOT_TYPES else None
+    screenshot = _file(directory, shown, entry.step, "screenshot")
     tree_bytes = _file(directory, entry.accessibility_tree, entry.step, "accessibility tree")
     if kind in SCREENSHOT_TYPES and screenshot is None:
         raise TrajectoryError(

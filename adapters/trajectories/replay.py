@@ -253,7 +253,8 @@ class ReplayEnv:
     moves to the next one (`pause` is accepted and ignored: nothing runs);
     DONE or FAIL ends the episode without moving, and so does running out of
     observations. `evaluate()` returns `evaluator(actions)` when one was given,
-    else 0.0 (a replay has no checker of its own). Observations are read from
+    else `None`: a replay has no checker of its own, so nothing judged the episode
+    (a result folder then gets `unscored.txt`, not a score). Observations are read from
     disk when served. A plain directory's symbolic links are followed (the
     user put it together); a recording's or result folder's are neither listed
     nor read (see `is_recording`).
@@ -359,9 +360,9 @@ class ReplayEnv:
         info = {"observation": self.observation_name, "step": len(self.actions)}
         return self._get_obs(), 0.0, self.done, info
 
-    def evaluate(self) -> float:
-        """The episode's score: `evaluator(actions)` when one was given, else 0.0."""
-        return 0.0 if self._evaluator is None else float(self._evaluator(tuple(self.actions)))
+    def evaluate(self) -> float | None:
+        """The episode's score: `evaluator(actions)` when one was given, else `None` (unscored)."""
+        return None if self._evaluator is None else float(self._evaluator(tuple(self.actions)))
 
     def close(self) -> None:
         """Nothing to release: observations are read from disk when served."""

@@ -23,10 +23,12 @@ from adapters.accounting import (
     default_prices,
     normalise_model_name,
     price_usage,
+    recorded_totals,
     step_tokens,
 )
 from adapters.accounting.prices import FIRST_PARTY_SCHEMES
 from adapters.contract import MAX_TOKEN_COUNT, Usage
+from adapters.trajectories.jsonl import TrajectoryEntry
 from osharm_core.errors import ConfigError
 from tests.strategies import (
     hostile_usages,
@@ -709,3 +711,27 @@ def test_concurrent_agents_send_what_one_agent_would(run: tuple[int, int, int]) 
     asyncio.run(all_of_them())
     assert budget.run_totals.steps == -(-cap // size)
     assert budget.in_flight == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "counted"),
+    [
+        ("gpt-4o", False),  # a fork's (or continued task's) replayed prefix: prepaid
+        ("claude-sonnet-4-5", False),
+        ("replay:runs/demo", True),  # a replay model stands in for a model: its usage counts
+        ("REPLAY|runs/demo", True),
+        (" replay/runs/demo", True),
+        ("replayer-9", False),
+    ],
+)
+def test_recorded_totals_leave_out_a_replayed_prefix(model: str, counted: bool) -> None:
+    """A fork's replayed line was counted as a step of unknown cost, so the recorded run's cost
+    was unknown though every live step was priced."""
+    live = TrajectoryEntry(
+        step=2, response="DONE", model=model, usage=Usage(input_tokens=10, output_tokens=2),
+        cost_usd=0.01,
+    )  # fmt: skip
+    replayed = TrajectoryEntry(step=1, response="x", model=model, replayed_from="rec#1")
+    totals = recorded_totals([replayed, live])
+    assert totals.steps == (2 if counted else 1)
+    assert totals.cost_usd == (None if counted else 0.01)

@@ -179,7 +179,7 @@ def test_an_osharm_episode_ends_cleanly_and_is_evaluated(
         max_steps=10,
     )
     agent = _agent(anthropic, Budget(max_episode_tokens=50))
-    env = ReplayEnv(desktop)
+    env = ReplayEnv(desktop, evaluator=lambda _: 0.0)
     with agent.client:  # type: ignore[attr-defined]
         score = run_episode(agent, env, env.reset(), writer, max_steps=10)
     assert score == 0.0

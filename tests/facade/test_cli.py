@@ -264,6 +264,17 @@ def test_missing_key(capsys: pytest.CaptureFixture[str]) -> None:
     """A known model without its key names the variable to set, exit status 2."""
     code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "gpt-4o")
     _fails_cleanly(code, out, err, 2, "OPENAI_API_KEY")
+    # The CLI's options, not the library's keyword arguments (it has no api_key=...).
+    assert "set OPENAI_API_KEY or pass --api-key-env VAR" in err
+    assert "api_key=" not in err
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "compat/llama3")
+    _fails_cleanly(code, out, err, 2, "needs a base URL: pass --base-url URL")
+    assert "base_url=" not in err
+    code, out, err = _run(capsys, "predict", str(EXAMPLE), "--model", "mystery-9000")
+    assert "compat/<model> (--base-url URL required; key optional)" in err
+    assert "base_url=" not in err
+    code, out, _ = _run(capsys, "predict", "--help")
+    assert "compat/<model> (--base-url URL required; key optional)" in out
     code, out, err = _run(
         capsys,
         "predict",
@@ -452,3 +463,54 @@ def test_several_recorded_tasks_replay_task_by_task(
     assert code == 0
     for name, expected in (("first", ["WAIT"]), ("second", ["FAIL"])):
         assert [e.actions for e in read_trajectory(tmp_path / "o2" / name)] == [tuple(expected)]
+
+
+def test_a_recording_turns_into_a_result_folder_as_the_readme_says(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`run REC --format osharm --model replay:REC` took its instruction only from task.json,
+    which a recording does not have; it now comes from the recording's own lines."""
+    rec, results = tmp_path / "rec", tmp_path / "results"
+    bundled = read_trajectory(EXAMPLE)
+    assert (
+        _run(capsys, "run", str(EXAMPLE), "--model", f"replay:{EXAMPLE}", "--out", str(rec))[0] == 0
+    )
+    argv = [
+        "run",
+        str(rec),
+        "--format",
+        "osharm",
+        "--model",
+        f"replay:{rec}",
+        "--out",
+        str(results),
+    ]
+    code, out, err = _run(capsys, *argv)
+    assert (code, err) == (0, ""), out
+    (folder,) = results.glob("pyautogui/a11y_tree/*/local/rec")
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
+    assert log["task"]["instruction"] == bundled[0].instruction
+    assert [e.actions for e in read_trajectory(folder)] == [e.actions for e in bundled]
+    # Lines that disagree cannot say which instruction the run had: refused, naming both.
+    lines = (rec / "trajectory.jsonl").read_text(encoding="utf-8").splitlines()
+    other = json.loads(lines[1]) | {"instruction": "Close the window"}
+    (rec / "trajectory.jsonl").write_text(lines[0] + "\n" + json.dumps(other) + "\n")
+    code, out, err = _run(capsys, *argv[:-1], str(tmp_path / "again"))
+    _fails_cleanly(code, out, err, 2, f"the steps of the recording {rec} hold different")
+    assert "step 2: 'Close the window'" in err
+    assert "pass --instruction" in err
+    code, _, err = _run(capsys, *argv[:-1], str(tmp_path / "again"), *INSTRUCTION)
+    assert (code, err) == (0, "")
+
+
+def test_the_example_recording_renders_each_step(capsys: pytest.CaptureFixture[str]) -> None:
+    """`render --trajectory examples/task/trajectory.jsonl --step 2` failed on a screenshot the
+    example does not keep (and on its tree): its lines now name the observations beside it,
+    and its first step is the prompt `render examples/task` builds."""
+    recording = str(EXAMPLE / "trajectory.jsonl")
+    for step in ("1", "2"):
+        code, out, err = _run(capsys, "render", "--trajectory", recording, "--step", step)
+        assert (code, err) == (0, "")
+    code, first, _ = _run(capsys, "render", "--trajectory", recording, "--step", "1")
+    assert first == _run(capsys, "render", str(EXAMPLE))[1]
+    assert "=== total: 1317 tokens in 4 messages" in out

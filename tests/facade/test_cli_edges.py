@@ -7,7 +7,10 @@ import io
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +69,49 @@ def test_task_list_options_are_refused_for_task_directories(
         (["--domain", "os"], "--domain"),
         (["--observations", str(tmp_path)], "--observations"),
         (["--progress"], "--progress"),
+        (["--env-revert", "true"], "--env-revert"),
+        (["--record"], "--record"),
+        # These three had defaults, so a task directory run could not tell them given.
+        (["--settle", "3"], "--settle"),
+        (["--env-ready-timeout", "3"], "--env-ready-timeout"),
+        (["--ray-cpus-per-worker", "0.5"], "--ray-cpus-per-worker"),
     ):
         assert main([*argv, *extra]) == 2
         assert f"{flag} belongs to --tasks META.json runs" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_task_list_options_need_the_option_they_qualify(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--settle, --env-ready-timeout and --ray-cpus-per-worker were silently unused (bad values
+    too) in a run without --env-url / --env-revert / --ray; now each names what it needs, and a
+    value Ray cannot take is refused before any cluster is looked for."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    observation_folder(tmp_path / "obs")
+    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv += ["--observations", str(tmp_path / "obs"), "--out", str(tmp_path / "out")]
+    for extra, message in (
+        (["--settle", "-1"], "--settle waits after a live VM's task setup: give --env-url URL"),
+        (["--settle", "3"], "--settle waits after a live VM's task setup: give --env-url URL"),
+        (["--env-ready-timeout", "0"], "--env-ready-timeout bounds the wait for a reverted VM"),
+        (["--ray-cpus-per-worker", "-2"], "--ray-cpus-per-worker sizes Ray's worker actors"),
+        (
+            ["--ray", "auto", "--ray-cpus-per-worker", "-2"],
+            "--ray-cpus-per-worker takes a fraction in (0, 1] or a whole number; got -2",
+        ),
+        (["--ray", "auto", "--ray-cpus-per-worker", "1.5"], "a whole number; got 1.5"),
+        (["--ray", "auto", "--ray-cpus-per-worker", "nan"], "a whole number; got nan"),
+    ):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err, (extra, err)
+        assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+    url = ["--env-url", "http://127.0.0.1:9"]
+    vm = [a for a in argv if a not in ("--observations", str(tmp_path / "obs"))] + url
+    assert main([*vm, "--env-ready-timeout", "30"]) == 2
+    assert "give --env-revert COMMAND" in capsys.readouterr().err
 
 
 def test_task_directory_options_are_refused_for_task_lists(
@@ -367,7 +410,7 @@ def test_an_osharm_task_whose_observation_cannot_be_read_fails_alone(
     out = capsys.readouterr().out
     assert f"[t2] observation 0{which + 1}_" in out
     assert "is not a regular file" in out or "is not UTF-8 text" in out
-    assert "score 0.0" in out.split("[t3] ")[1]
+    assert out.split("[t3] ")[1].startswith("2 step(s), 2 action(s); folder ")
 
 
 def test_a_number_too_large_for_a_float_is_a_usage_error(
@@ -390,3 +433,124 @@ def test_a_number_too_large_for_a_float_is_a_usage_error(
     assert "must be a finite number of USD per million tokens" in err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"id": 5}, "'id'"),
+        ({"domain": ["os"]}, "'domain'"),
+        ({"id": ""}, "'id'"),
+        ({"id": None, "domain": "os"}, "'id'"),
+    ],
+)
+def test_a_task_json_id_or_domain_that_is_no_string_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], named: str
+) -> None:
+    """They name the result folder; one that was not a non-empty string was silently replaced
+    by the default (local, the directory's name), so the folder landed elsewhere."""
+    task = observation_folder(tmp_path / "task", ("mousepad_notes",))
+    (task / "task.json").write_text(json.dumps({"instruction": "Open the File menu", **fields}))
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    argv = ["run", str(task), "--model", f"replay:{script}", "--format", "osharm"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{task / 'task.json'}: {named} names the result folder" in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_task_json_that_is_no_object_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = observation_folder(tmp_path / "task", ("mousepad_notes",))
+    (task / "task.json").write_text('["os", "_a"]')
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    argv = ["run", str(task), "--model", f"replay:{script}", "--format", "osharm"]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--instruction", "x"]) == 2
+    assert f"{task / 'task.json'} is not a JSON object" in capsys.readouterr().err
+
+
+def test_a_failed_model_call_is_one_line_on_stderr_and_other_warnings_still_show(
+    tmp_path: Path,
+) -> None:
+    """The agent's own "Model call failed ..." log line reached stderr (through logging's
+    last-resort handler) beside the CLI's error line; now only the error line does, while the
+    agent's other warnings (here a request cut down to fit) still show. A real process, so
+    logging is as a user's shell sees it."""
+    root = EXAMPLE.parents[1]
+    program = "import sys; from adapters.cli import main; sys.exit(main(sys.argv[1:]))"
+    with LoopbackServer() as server:
+        server.enqueue(
+            Reply(401, {"error": {"message": "bad key"}}), Reply(200, chat_completion("DONE"))
+        )
+        argv = [sys.executable, "-c", program, "predict", str(EXAMPLE), "--model", "compat/m"]
+        argv += ["--base-url", server.base_url + "/v1"]
+        failed = subprocess.run(argv, capture_output=True, text=True, cwd=root, check=False)
+        cut = subprocess.run(
+            [*argv, "--server-profile", "max_input_tokens=700"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            check=False,
+        )
+    assert failed.returncode == 1
+    assert failed.stderr == "osharm-agent: error: model call failed: compat HTTP 401: bad key\n"
+    assert cut.returncode == 0
+    assert cut.stderr.startswith("Step 1: request cut down to fit server_profile")
+
+
+def test_ray_auto_without_a_cluster_is_named_as_a_named_address_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--ray auto` with no cluster showed Ray's own message, which points at an `--address`
+    flag the CLI does not have. (Ray itself is stood in for: a real `auto` would join any
+    cluster another test started on this machine.)"""
+
+    def init(**_: object) -> None:
+        raise ConnectionError(
+            "Could not find any running Ray instance. Please specify the one to connect to by "
+            "setting `--address` flag or `RAY_ADDRESS` environment variable."
+        )
+
+    monkeypatch.setitem(
+        sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    )
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    observation_folder(tmp_path / "obs")
+    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv += ["--base-url", "http://127.0.0.1:9/v1", "--observations", str(tmp_path / "obs")]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--ray", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "osharm-agent: error: no Ray cluster answers at auto: Ray found none to join "
+        "(start it, or check --ray)\n"
+    )
+
+
+def test_a_vm_that_does_not_answer_is_named_by_its_env_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With several VMs the error that stops the run ('GET /screenshot: ConnectError ...') did
+    not say which one went away; it now starts with that VM's --env-url."""
+    from tests.facade.test_environments import serve_vm
+
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    with (
+        LoopbackServer() as good,
+        socket.socket() as held,  # bound, never listening: refused, and no one else gets it
+        stamina.set_testing(True, attempts=1),
+    ):
+        held.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{held.getsockname()[1]}"
+        serve_vm(good)
+        argv = ["run", "--tasks", str(meta), "--examples", str(examples)]
+        argv += ["--model", f"replay:{script}", "--out", str(tmp_path / "out"), "--settle", "0"]
+        argv += ["--env-url", good.base_url, "--env-url", dead]
+        assert main(argv) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(f"osharm-agent: error: --env-url {dead}: GET /screenshot: ConnectError")

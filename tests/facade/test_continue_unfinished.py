@@ -134,7 +134,7 @@ def test_by_default_an_unfinished_episode_is_redone_from_its_start(tmp_path: Pat
             make_env=lambda task: ReplayEnv(desktop),
             max_steps=5,
         )
-        (folder / "result.txt").unlink()  # as if killed before the score
+        (folder / "unscored.txt").unlink()  # as if killed before the end mark
     assert [len(c.requests) for c in calls] == [2, 2]
     assert "fork" not in json.loads((folder / "better_log.json").read_text())
 

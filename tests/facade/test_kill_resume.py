@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from adapters.cli import main
-from adapters.trajectories.osharm import BETTER_LOG, RESULT_FILE, TRAJ_FILE
+from adapters.runs.tasks import is_finished
+from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
 from tests.facade.helpers import observation_folder, write_task_list
 
@@ -103,7 +104,7 @@ def test_a_sigkilled_run_resumes_without_losing_or_repeating_a_task(tmp_path: Pa
         assert process.returncode == -signal.SIGKILL
 
         before = _folders(out)
-        finished = {k for k, p in before.items() if (p / RESULT_FILE).is_file()}
+        finished = {k for k, p in before.items() if is_finished(p)}
         unfinished = set(before) - finished
         assert unfinished, "killed while workers were mid-episode, so some folder is unfinished"
         kept = {k: _snapshot(before[k]) for k in finished}
@@ -117,7 +118,7 @@ def test_a_sigkilled_run_resumes_without_losing_or_repeating_a_task(tmp_path: Pa
     after = _folders(out)
     assert set(after) == {f"{d}/{i}" for d, ids in IDS.items() for i in ids}
     for key, folder in after.items():
-        assert (folder / RESULT_FILE).is_file(), f"{key} was lost"
+        assert is_finished(folder), f"{key} was lost"
         lines = [json.loads(x) for x in (folder / TRAJ_FILE).read_text().splitlines()]
         assert [x["step_num"] for x in lines] == list(range(1, STEPS + 1)), key
         assert len(json.loads((folder / BETTER_LOG).read_text())["steps"]) == STEPS, key

@@ -54,7 +54,11 @@ def _clock() -> Any:
 def folder_and_replies(tmp_path: Path) -> tuple[Path, list[str]]:
     """A three-step episode on real observations written through ResultWriter."""
     replies = [CLICK, TWO, "DONE"]
-    env = ReplayEnv(observation_folder(tmp_path / "obs", FIVE), instruction=TASK.instruction)
+    env = ReplayEnv(
+        observation_folder(tmp_path / "obs", FIVE),
+        instruction=TASK.instruction,
+        evaluator=lambda _: 0.0,
+    )
     agent = PromptAgent.from_config(CONFIG, client=FakeClient(replies))
     folder = result_folder(tmp_path / "results", CONFIG, TASK.domain, TASK.example_id)
     writer = ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15, clock=_clock())
@@ -167,7 +171,8 @@ def test_the_cli_writes_osharm_folders(tmp_path: Path, capsys: pytest.CaptureFix
     code = main(
         ["run", str(task), "--model", f"replay:{script}", "--out", str(out), "--format", "osharm"]
     )
-    assert code == 0, capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert code == 0, printed
     folder = (
         out
         / "pyautogui"
@@ -177,7 +182,11 @@ def test_the_cli_writes_osharm_folders(tmp_path: Path, capsys: pytest.CaptureFix
         / "_notes"
     )
     assert (folder / "better_log.json").is_file()
-    assert (folder / "result.txt").read_text() == "0.0\n"
+    # Nothing judged a replayed desktop: the folder is ended but unscored, with no made-up 0.0.
+    assert not (folder / "result.txt").exists()
+    assert (folder / "unscored.txt").read_text().startswith("the episode ended")
+    assert printed.startswith("[task] 2 step(s), 2 action(s); folder ")
+    assert "score" not in printed
     assert main(["replay", str(folder)]) == 0
     again = main(
         ["run", str(task), "--model", f"replay:{script}", "--out", str(out), "--format", "osharm"]
@@ -209,7 +218,7 @@ def test_the_cli_counts_a_link_left_in_a_result_folder_as_its_content(
     assert main([*argv, "--format", "osharm", "--overwrite"]) == 0
     assert not (folder / "recording.mp4.part").is_symlink()
     assert not (tmp_path / "made").exists()
-    assert (folder / "result.txt").is_file()
+    assert (folder / "unscored.txt").is_file()
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,31 @@ def test_a_jsonl_trajectory_rebuilds_to_what_was_sent(tmp_path: Path) -> None:
     assert rebuilt.request.messages == client.requests[2].messages
 
 
+@pytest.mark.parametrize("kind", ["a11y_tree", "screenshot_a11y_tree"])
+def test_an_a11y_tree_step_rebuilds_without_the_screenshot_it_never_sent(
+    tmp_path: Path, kind: str
+) -> None:
+    """A recording whose screenshots are gone rebuilt no a11y_tree step (the screenshot was
+    read first and its absence refused); a prompt that holds no image does not need it, one
+    that does still says so."""
+    config = AgentConfig(model="gpt-4o", observation_type=kind, action_space="pyautogui")
+    env = ReplayEnv(observation_folder(tmp_path / "obs", NAMES[:2]), instruction=TASK.instruction)
+    client = FakeClient([CLICK, "DONE"])
+    agent = PromptAgent.from_config(
+        config, client=client, recorder=TrajectoryRecorder(tmp_path / "run")
+    )
+    obs = env.reset()
+    agent.predict(TASK.instruction, obs)
+    agent.predict(TASK.instruction, env.step("WAIT")[0])
+    for png in (tmp_path / "run").glob("*.png"):
+        png.unlink()
+    if kind == "a11y_tree":
+        assert rebuild_step(tmp_path / "run", 2).request.messages == client.requests[1].messages
+    else:
+        with pytest.raises(TrajectoryError, match="step 1: cannot read its screenshot"):
+            rebuild_step(tmp_path / "run", 2)
+
+
 def test_what_cannot_be_rebuilt_is_a_clear_error(tmp_path: Path) -> None:
     config = AgentConfig(model="gpt-4o", observation_type="som", action_space="pyautogui")
     folder, _ = _folder(tmp_path, config)

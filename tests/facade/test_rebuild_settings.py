@@ -333,6 +333,7 @@ def test_render_takes_the_recorded_settings_and_names_the_flags_not_used(
     argv = ["render", "--trajectory", str(path), "--step", "3", "--json"]
     argv += ["--max-trajectory-length", "2", "--a11y-tree-max-tokens", "300"]
     argv += ["--observation-type", "screenshot", "--client-password", SECRET]
+    argv += ["--instruction", "something else"]  # was ignored without a word
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert _texts(captured.out) == [m.text for m in client.requests[2].messages]
@@ -344,6 +345,7 @@ def test_render_takes_the_recorded_settings_and_names_the_flags_not_used(
         "--max-trajectory-length is not used",
         "osharm-agent: note: the recording says the run used the default client password; "
         "--client-password is not used",
+        "osharm-agent: note: each step's instruction is the recording's; --instruction is not used",
     ]
     assert SECRET not in captured.out + captured.err
 

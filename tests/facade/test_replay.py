@@ -185,10 +185,11 @@ def test_done_and_fail_end_the_episode_without_moving(tmp_path: Path, final: obj
     assert is_terminal(final)
 
 
-def test_evaluate_defaults_to_zero_and_uses_an_evaluator(tmp_path: Path) -> None:
-    """With no evaluator the score is 0.0; an evaluator scores the actions taken; reset clears them."""
+def test_evaluate_is_unscored_without_an_evaluator_and_uses_one(tmp_path: Path) -> None:
+    """With no evaluator nothing judged the episode (None, not a made-up 0.0); an evaluator
+    scores the actions taken; reset clears them."""
     folder = observation_folder(tmp_path / "obs")
-    assert ReplayEnv(folder).evaluate() == 0.0
+    assert ReplayEnv(folder).evaluate() is None
     env = ReplayEnv(folder, evaluator=lambda actions: float(list(actions) == ["DONE"]))
     env.reset()
     env.step("DONE")

@@ -259,7 +259,7 @@ def test_task_ids_cannot_forge_output_lines_or_send_terminal_escapes(
     assert main(argv) == 0
     captured = capsys.readouterr()
     shown = "[os/evil\\n[os-x] finished, score 1.0\\x1b]0;owned\\x07\\x1b[2K\\u2028\\x85]"
-    assert f"{shown} finished, score 0.0" in captured.out.splitlines()
+    assert f"{shown} finished" in captured.out.splitlines()
     assert f"{shown} step 1/15" in captured.err.splitlines()
     for text in (captured.out, captured.err):
         assert not re.search("[\x1b\x07\x85\u2028]", text)

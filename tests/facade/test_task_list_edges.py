@@ -299,7 +299,7 @@ def test_an_episode_whose_last_file_is_written_as_the_limit_passes_is_finished(
             episode_timeout=0.4,
         )
     )
-    assert (outcome.status, outcome.score) == ("finished", 0.0)
+    assert (outcome.status, outcome.score) == ("finished", None)
     assert is_finished(outcome.folder)
     assert "Error" not in (outcome.folder / "traj.jsonl").read_text()
 

@@ -127,7 +127,7 @@ def test_the_cli_runs_a_task_list_and_resumes(
     ]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "[os/_first] finished, score 0.0" in out
+    assert "[os/_first] finished" in out.splitlines()  # a replayed desktop gives no score
     assert "summary: 3 task(s): 3 finished, 0 skipped (already finished), 0 failed" in out
     assert main(argv) == 0
     assert "3 skipped (already finished)" in capsys.readouterr().out

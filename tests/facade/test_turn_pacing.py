@@ -125,7 +125,7 @@ def test_a_paced_episode_sees_one_observation_per_turn(tmp_path: Path, threaded:
         score = asyncio.run(arun_episode(agent, in_thread(env), env.reset(), writer, max_steps=9))
     else:
         score = run_episode(agent, env, env.reset(), writer, max_steps=9)
-    assert score == 0.0
+    assert score is None
     assert _seen(folder) == [_tree(n) for n in NAMES]
     log = read_better_log(folder)
     for step in log["steps"]:
@@ -142,7 +142,7 @@ def test_a_paced_episode_ends_when_an_empty_turn_runs_out(tmp_path: Path) -> Non
     env = ReplayEnv(observation_folder(tmp_path / "obs", NAMES[:2]), per_turn=True)
     agent = PromptAgent.from_config(CONFIG, client=FakeClient([CLICK, NOTHING, CLICK]))
     writer = _writer(tmp_path / "out")
-    assert run_episode(agent, env, env.reset(), writer, max_steps=9) == 0.0
+    assert run_episode(agent, env, env.reset(), writer, max_steps=9) is None
     assert _seen(tmp_path / "out") == [_tree(NAMES[0]), _tree(NAMES[1])]
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.accounting import recorded_totals
 from adapters.cli import main
 from adapters.contract import Usage
 from adapters.trajectories.jsonl import TrajectoryEntry, parse_entry, read_trajectory
@@ -198,6 +199,66 @@ def test_run_shows_cost_against_a_priced_model_on_a_loopback_server(
     assert [e.cost_usd for e in read_trajectory(tmp_path / "o")] == [0.000123, 0.000123]
 
 
+def test_a_forks_replayed_steps_add_nothing_to_the_totals(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary added the replayed step's local estimate to the live counts (and dropped the
+    `~`, and hid the live output tokens behind `-`), and `recorded_totals` counted the replayed
+    line as a step of unknown cost; both now leave it out, as `usage_totals` does."""
+    monkeypatch.setenv("LOOPBACK_KEY", "sk-loopback-test-key")
+    example = Path(__file__).resolve().parents[2] / "examples" / "task"
+    out_dir = tmp_path / "o"
+    with LoopbackServer() as server:
+        install(server)
+        code, out, err = _run(
+            capsys, "run", str(example), "--fork", str(example / "trajectory.jsonl"), "--at", "1",
+            "--model", "claude-sonnet-4-5", "--base-url", server.base_url,
+            "--api-key-env", "LOOPBACK_KEY", "--out", str(out_dir), "--max-steps", "2",
+        )  # fmt: skip
+    assert (code, err) == (0, ""), out
+    first, second, summary = out.splitlines()
+    assert re.search(r"tokens in ~\d+ out - \(replayed: not counted\)", first), first
+    assert "tokens in 21 out 4, cost $0.0001" in second
+    assert "; tokens in 21 out 4; cost $0.0001; " in summary
+    totals = recorded_totals(read_trajectory(out_dir))
+    assert (totals.steps, totals.tokens, totals.unpriced_steps) == (1, 25, 0)
+    assert totals.cost_usd == pytest.approx(0.000123)
+
+
+def test_a_replay_models_recorded_usage_counts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A `replay:` model stands in for a model: its lines carry `replayed_from` too, and count."""
+    folder = observation_folder(tmp_path / "task")
+    model = _replay_script(tmp_path / "r.jsonl", (50, 10), 2)
+    code, out, _ = _run(
+        capsys, "run", str(folder), "--model", model, "--out", str(tmp_path / "o"),
+        "--max-steps", "2", *INSTRUCTION,
+    )  # fmt: skip
+    assert code == 0
+    assert "; tokens in 100 out 20; " in out.splitlines()[-1]
+    entries = read_trajectory(tmp_path / "o")
+    assert all(e.replayed_from for e in entries)
+    assert recorded_totals(entries).tokens == 120
+
+
+def test_a_summary_with_an_estimate_in_it_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One reply with usage and one without: the input sum holds an estimate, so `~` before it."""
+    folder = observation_folder(tmp_path / "task")
+    script = tmp_path / "r.jsonl"
+    lines = [{"response": CLICK, "usage": {"input_tokens": 50, "output_tokens": 10}}]
+    lines.append({"response": CLICK})
+    script.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out, _ = _run(
+        capsys, "run", str(folder), "--model", f"replay:{script}", "--out", str(tmp_path / "o"),
+        "--max-steps", "2", *INSTRUCTION,
+    )  # fmt: skip
+    assert code == 0
+    assert re.search(r"; tokens in ~\d+ out -; ", out.splitlines()[-1])
+
+
 def test_a_task_list_run_stops_at_the_run_cap_and_reports_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -213,7 +274,7 @@ def test_a_task_list_run_stops_at_the_run_cap_and_reports_it(
     assert (code, err) == (0, "")
     reason = "run budget exceeded: 60 tokens used, cap 60"
     assert out.splitlines()[:4] == [
-        f"[os/_a] finished, score 0.0: ended early: {reason}",
+        f"[os/_a] finished: ended early: {reason}",
         f"[os/_b] stopped: {reason}",
         f"[os/_c] stopped: {reason}",
         "summary: 3 task(s): 1 finished, 0 skipped (already finished), 0 failed, "
