@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -191,10 +192,26 @@ def is_recording(directory: str | os.PathLike[str]) -> bool:
     return any(os.path.lexists(folder / name) for name in (TRAJECTORY_FILE, BETTER_LOG, TRAJ_FILE))
 
 
+#: A step's observation in a result folder or recording: `step_0`, `step_{N}_{stamp}`, `step_0001`.
+_STEP_STEM: Final = re.compile(r"step_([0-9]{1,40})(?:_(.*))?", re.DOTALL)
+
+
+def _saved_order(stem: str) -> tuple[int, int, str]:
+    """Where a stem sorts: step files by their step number, then the rest of the name (a
+    result folder's time stamp), so `step_10_...` follows `step_9_...`, not `step_1_...`;
+    any other name after them, by name."""
+    found = _STEP_STEM.fullmatch(stem)
+    if found is None:
+        return (1, 0, stem)
+    return (0, int(found[1]), found[2] or "")
+
+
 def observation_names(
     directory: str | os.PathLike[str], *, follow_links: bool = True
 ) -> tuple[str, ...]:
-    """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in sorted order.
+    """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in name order,
+    except that step files (`step_N...`, as result folders and recordings name them) come
+    first, by step number and then time stamp.
 
     Set-of-marks images (`*_som.png`) are derived, not observations, and are
     left out; a stem with only one of the two files still counts. With
@@ -211,7 +228,7 @@ def observation_names(
         and p.is_file()
         and not p.stem.endswith("_som")
     }
-    return tuple(sorted(stems))
+    return tuple(sorted(stems, key=_saved_order))
 
 
 def load_observation(

@@ -154,6 +154,22 @@ def test_observation_names_sort_and_skip_marks(tmp_path: Path) -> None:
     assert observation_names(folder) == tuple(f"{i:02d}_{n}" for i, n in enumerate(SMALL, 1))
 
 
+def test_a_result_folder_is_served_in_step_order_not_name_order(tmp_path: Path) -> None:
+    """`step_10_...` follows `step_9_...` (it sorted between `step_1_...` and `step_2_...` as
+    text), a step's files follow their time stamps, and other names come after the steps."""
+    folder = tmp_path / "result"
+    folder.mkdir()
+    (folder / "better_log.json").write_text("{}")
+    stems = ["step_0"]
+    for step in range(1, 13):
+        stems.append(f"step_{step}_20261126@1200{step:02d}")
+    stems.insert(3, "step_3_20261126@120002")  # two actions in step 3, the earlier one first
+    for stem in [*stems, "zz_other"]:
+        (folder / f"{stem}.xml").write_text("<desktop-frame/>")
+    assert observation_names(folder, follow_links=False) == (*stems, "zz_other")
+    assert ReplayEnv(folder).names == (*stems, "zz_other")
+
+
 def test_env_serves_real_observations_in_order(tmp_path: Path) -> None:
     """reset gives the first observation; each step gives the next; running out ends the episode."""
     env = ReplayEnv(observation_folder(tmp_path / "obs"), instruction="do it")
