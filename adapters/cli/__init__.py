@@ -477,7 +477,9 @@ def _overlap(out: Path, other: Path) -> str | None:
 
 def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
     """Refuse an --out that is, holds or is inside what the run reads: a task directory, the
-    replay source or the --fork source (writing there, or --overwrite, would destroy it)."""
+    replay source or the --fork source (writing there, or --overwrite, would destroy it); for
+    --tasks, an --out that is or holds the --examples or --observations directory (results
+    written into desktops being served emptied them; a run inside those trees harms nothing)."""
     read = [(task, f"the task directory {task}") for task in tasks]
     source = replay_source(args.model)
     if source is not None:
@@ -488,9 +490,18 @@ def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
     for path, what in read:
         relation = _overlap(out, path)
         if relation is not None:
-            raise UsageError(
-                f"--out {out} {relation} {what}; write the run to a folder outside what it reads"
-            )
+            _refuse_out(out, relation, what)
+    for option in ("examples", "observations"):
+        given = getattr(args, option, None) if args.task_list is not None else None
+        relation = None if given is None else _overlap(out, Path(given))
+        if relation in ("is", "holds"):
+            _refuse_out(out, relation, f"--{option} {given}")
+
+
+def _refuse_out(out: Path, relation: str, what: str) -> NoReturn:
+    raise UsageError(
+        f"--out {out} {relation} {what}; write the run to a folder outside what it reads"
+    )
 
 
 def _task_client_model(args: argparse.Namespace, task: Path, several: bool) -> str:
@@ -683,6 +694,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     config = agent_config(args)
     budget = run_budget(args, config.model)
     if args.task_list is not None:
+        _check_out(args, [])
         return run_task_list_command(args, config, out, budget)
     if not args.tasks:
         raise UsageError("give task directories, or --tasks META.json with --examples")

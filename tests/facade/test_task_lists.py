@@ -133,6 +133,30 @@ def test_the_cli_runs_a_task_list_and_resumes(
     assert "3 skipped (already finished)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("option", "relation"),
+    [("--observations", "holds --observations"), ("--examples", "holds --examples")],
+)
+def test_a_task_list_run_refuses_an_out_that_holds_what_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, relation: str
+) -> None:
+    """--out holding the desktops or the task configs would empty them as result folders
+    are written (earlier results reused as desktops were destroyed while served)."""
+    inside = {option: tmp_path / "out"}
+    meta, examples = _task_list(inside.get("--examples", tmp_path) / "lists")
+    desktop = observation_folder(inside.get("--observations", tmp_path) / "obs")
+    before = sorted(p.name for p in desktop.iterdir())
+    argv = [
+        "run", "--tasks", str(meta), "--examples", str(examples), "--observations", str(desktop),
+        "--model", "replay:" + str(tmp_path / "nowhere.jsonl"), "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert relation in err
+    assert "outside what it reads" in err
+    assert sorted(p.name for p in desktop.iterdir()) == before
+
+
 def test_a_fork_replays_the_prefix_byte_for_byte_then_hands_over(tmp_path: Path) -> None:
     desktop = observation_folder(tmp_path / "obs")
     recorded_replies = [CLICK, "Second.\n```python\npyautogui.press('enter')\n```", "FAIL"]
