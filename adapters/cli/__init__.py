@@ -475,11 +475,14 @@ def _overlap(out: Path, other: Path) -> str | None:
     return "is inside" if theirs in mine.parents else None
 
 
-def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
+def _check_out(
+    args: argparse.Namespace, tasks: Sequence[Path], config: AgentConfig | None = None
+) -> None:
     """Refuse an --out that is, holds or is inside what the run reads: a task directory, the
     replay source or the --fork source (writing there, or --overwrite, would destroy it); for
-    --tasks, an --out that is or holds the --examples or --observations directory (results
-    written into desktops being served emptied them; a run inside those trees harms nothing)."""
+    a --tasks run (`config` given), task folders landing in the --examples or --observations
+    tree (results written into desktops being served emptied them). `--out .` beside those
+    trees is fine: the task folders go under OUT/ACTION_SPACE/OBSERVATION_TYPE/MODEL."""
     read = [(task, f"the task directory {task}") for task in tasks]
     source = replay_source(args.model)
     if source is not None:
@@ -491,11 +494,15 @@ def _check_out(args: argparse.Namespace, tasks: Sequence[Path]) -> None:
         relation = _overlap(out, path)
         if relation is not None:
             _refuse_out(out, relation, what)
+    if config is None:
+        return
+    folders = result_folder(out, config, "_", "_").parents[1]
     for option in ("examples", "observations"):
-        given = getattr(args, option, None) if args.task_list is not None else None
-        relation = None if given is None else _overlap(out, Path(given))
+        given = getattr(args, option, None)
+        relation = None if given is None else _overlap(folders, Path(given))
         if relation in ("is", "holds"):
-            _refuse_out(out, relation, f"--{option} {given}")
+            where = f"puts its task folders in {folders}, which {relation}"
+            _refuse_out(out, where, f"--{option} {given}")
 
 
 def _refuse_out(out: Path, relation: str, what: str) -> NoReturn:
@@ -694,7 +701,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     config = agent_config(args)
     budget = run_budget(args, config.model)
     if args.task_list is not None:
-        _check_out(args, [])
+        _check_out(args, [], config)
         return run_task_list_command(args, config, out, budget)
     if not args.tasks:
         raise UsageError("give task directories, or --tasks META.json with --examples")

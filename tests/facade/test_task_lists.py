@@ -133,28 +133,34 @@ def test_the_cli_runs_a_task_list_and_resumes(
     assert "3 skipped (already finished)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    ("option", "relation"),
-    [("--observations", "holds --observations"), ("--examples", "holds --examples")],
-)
-def test_a_task_list_run_refuses_an_out_that_holds_what_it_reads(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, relation: str
+@pytest.mark.parametrize("option", ["--observations", "--examples"])
+def test_a_task_list_run_refuses_task_folders_in_what_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
-    """--out holding the desktops or the task configs would empty them as result folders
-    are written (earlier results reused as desktops were destroyed while served)."""
-    inside = {option: tmp_path / "out"}
+    """Task folders written into the desktops being served (earlier results reused as
+    desktops) emptied them; that layout is refused before anything runs, while an --out
+    that merely holds the inputs beside its task folders (`--out .`) is fine."""
+    results = tmp_path / "out" / "pyautogui" / "a11y_tree" / "gpt-4o"
+    inside = {option: results}
     meta, examples = _task_list(inside.get("--examples", tmp_path) / "lists")
     desktop = observation_folder(inside.get("--observations", tmp_path) / "obs")
     before = sorted(p.name for p in desktop.iterdir())
-    argv = [
-        "run", "--tasks", str(meta), "--examples", str(examples), "--observations", str(desktop),
-        "--model", "replay:" + str(tmp_path / "nowhere.jsonl"), "--out", str(tmp_path / "out"),
-    ]  # fmt: skip
-    assert main(argv) == 2
+
+    def argv(out: Path) -> list[str]:
+        return [
+            "run", "--tasks", str(meta), "--examples", str(examples),
+            "--observations", str(desktop), "--model", "gpt-4o",
+            "--observation-type", "a11y_tree", "--action-space", "pyautogui", "--out", str(out),
+        ]  # fmt: skip
+
+    assert main(argv(tmp_path / "out")) == 2
     err = capsys.readouterr().err
-    assert relation in err
+    assert f"puts its task folders in {results}, which holds {option}" in err
     assert "outside what it reads" in err
     assert sorted(p.name for p in desktop.iterdir()) == before
+    # The same inputs under an --out whose task folders go elsewhere: no overlap refusal.
+    main(argv(tmp_path))
+    assert "outside what it reads" not in capsys.readouterr().err
 
 
 def test_a_fork_replays_the_prefix_byte_for_byte_then_hands_over(tmp_path: Path) -> None:
