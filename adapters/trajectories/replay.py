@@ -196,22 +196,24 @@ def is_recording(directory: str | os.PathLike[str]) -> bool:
 _STEP_STEM: Final = re.compile(r"step_([0-9]{1,40})(?:_(.*))?", re.DOTALL)
 
 
-def _saved_order(stem: str) -> tuple[int, int, str]:
-    """Where a stem sorts: step files by their step number, then the rest of the name (a
-    result folder's time stamp), so `step_10_...` follows `step_9_...`, not `step_1_...`;
-    any other name after them, by name."""
-    found = _STEP_STEM.fullmatch(stem)
-    if found is None:
-        return (1, 0, stem)
-    return (0, int(found[1]), found[2] or "")
+def _saved_order(stems: set[str]) -> tuple[str, ...]:
+    """Stems that are all step files (`step_0`, `step_{N}_{stamp}`, `step_0001`: a result
+    folder or recording) by step number, then the rest of the name (the time stamp), then
+    the name itself, so `step_10_...` follows `step_9_...`, not `step_1_...`; any other set
+    of names in name order."""
+    found = [(_STEP_STEM.fullmatch(stem), stem) for stem in stems]
+    if not all(match is not None for match, _ in found):
+        return tuple(sorted(stems))
+    keyed = [(int(match[1]), match[2] or "", stem) for match, stem in found if match is not None]
+    return tuple(stem for *_, stem in sorted(keyed))
 
 
 def observation_names(
     directory: str | os.PathLike[str], *, follow_links: bool = True
 ) -> tuple[str, ...]:
-    """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in name order,
-    except that step files (`step_N...`, as result folders and recordings name them) come
-    first, by step number and then time stamp.
+    """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in name order;
+    when every stem is a step file (`step_N...`, as result folders and recordings name
+    them), by step number and then time stamp.
 
     Set-of-marks images (`*_som.png`) are derived, not observations, and are
     left out; a stem with only one of the two files still counts. With
@@ -228,7 +230,7 @@ def observation_names(
         and p.is_file()
         and not p.stem.endswith("_som")
     }
-    return tuple(sorted(stems, key=_saved_order))
+    return _saved_order(stems)
 
 
 def load_observation(

@@ -156,7 +156,8 @@ def test_observation_names_sort_and_skip_marks(tmp_path: Path) -> None:
 
 def test_a_result_folder_is_served_in_step_order_not_name_order(tmp_path: Path) -> None:
     """`step_10_...` follows `step_9_...` (it sorted between `step_1_...` and `step_2_...` as
-    text), a step's files follow their time stamps, and other names come after the steps."""
+    text) and a step's files follow their time stamps; a folder with any other name is served
+    in name order, ties broken by name, so every run sees the same order."""
     folder = tmp_path / "result"
     folder.mkdir()
     (folder / "better_log.json").write_text("{}")
@@ -164,10 +165,17 @@ def test_a_result_folder_is_served_in_step_order_not_name_order(tmp_path: Path) 
     for step in range(1, 13):
         stems.append(f"step_{step}_20261126@1200{step:02d}")
     stems.insert(3, "step_3_20261126@120002")  # two actions in step 3, the earlier one first
-    for stem in [*stems, "zz_other"]:
+    for stem in stems:
         (folder / f"{stem}.xml").write_text("<desktop-frame/>")
-    assert observation_names(folder, follow_links=False) == (*stems, "zz_other")
-    assert ReplayEnv(folder).names == (*stems, "zz_other")
+    assert observation_names(folder, follow_links=False) == tuple(stems)
+    assert ReplayEnv(folder).names == tuple(stems)
+    mixed = tmp_path / "mine"
+    mixed.mkdir()
+    for stem in ("step_2", "start", "step_10", "step_01", "step_1"):
+        (mixed / f"{stem}.xml").write_text("<desktop-frame/>")
+    assert observation_names(mixed) == ("start", "step_01", "step_1", "step_10", "step_2")
+    (mixed / "start.xml").unlink()
+    assert observation_names(mixed) == ("step_01", "step_1", "step_2", "step_10")
 
 
 def test_env_serves_real_observations_in_order(tmp_path: Path) -> None:
