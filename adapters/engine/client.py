@@ -241,7 +241,9 @@ def _with_wait(headers: Mapping[str, str], error: ModelCallError) -> Mapping[str
     wait = getattr(error, "retry_after", None)
     if wait is None or retry_after_from_headers(headers, datetime.now(UTC)) is not None:
         return headers
-    return {**headers, "retry-after-ms": str(wait * 1000.0)}
+    # Capped before scaling: a finite wait of 1e306 s would overflow to inf milliseconds,
+    # which the limiter reads as no wait at all (a 1 s pause).
+    return {**headers, "retry-after-ms": str(min(wait, 1e12) * 1000.0)}
 
 
 def _within(seconds: float | None, left: float) -> float:

@@ -133,6 +133,22 @@ def _daily_quota(details: object) -> bool:
     return False
 
 
+def _left_out_candidates(usage: Mapping[str, Any], thoughts: int | None) -> int | None:
+    """The candidate tokens of a `usageMetadata` that names none: protobuf JSON leaves out
+    zero counts, so a thinking model that spent its whole output budget on thoughts reports
+    no `candidatesTokenCount`; 0 then, unless the other counts cannot vouch for it (an
+    unreadable `thoughtsTokenCount`, or a readable total that the prompt, thoughts and
+    tool-use prompt do not add up to), when the output is unknown."""
+    if "thoughtsTokenCount" in usage and thoughts is None:
+        return None
+    total, prompt = token_count(usage, "totalTokenCount"), token_count(usage, "promptTokenCount")
+    if total is not None and prompt is not None:
+        tools = token_count(usage, "toolUsePromptTokenCount") or 0
+        if total != prompt + (thoughts or 0) + tools:
+            return None
+    return 0
+
+
 @attrs.frozen(kw_only=True)
 class GeminiProvider:
     """Gemini over `generateContent`. Pure: the engine in `adapters.engine.client` does the I/O.
@@ -216,11 +232,9 @@ class GeminiProvider:
     ) -> ProviderReply:
         usage = body.get("usageMetadata")
         candidates_tokens = token_count(usage, "candidatesTokenCount")
-        if isinstance(usage, Mapping) and "candidatesTokenCount" not in usage:
-            # Protobuf JSON leaves out zero counts: a thinking model that spent its whole
-            # output budget on thoughts reports no candidatesTokenCount at all.
-            candidates_tokens = 0
         thoughts = token_count(usage, "thoughtsTokenCount")
+        if isinstance(usage, Mapping) and "candidatesTokenCount" not in usage:
+            candidates_tokens = _left_out_candidates(usage, thoughts)
         version = body.get("modelVersion")
         # promptTokenCount already includes cachedContentTokenCount; thoughts are output.
         return ProviderReply(

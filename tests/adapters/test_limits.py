@@ -376,6 +376,22 @@ def test_a_header_wait_still_wins_over_the_body(server: LoopbackServer) -> None:
     assert shared.reserve() == pytest.approx(5.0)
 
 
+def test_a_huge_wait_named_in_the_body_pauses_the_other_workers_the_longest_allowed(
+    server: LoopbackServer,
+) -> None:
+    """A finite body wait whose milliseconds would overflow (1e306 s) pauses the limiter its
+    longest, as the same wait in a header does, not the 1 s fallback."""
+    huge = {"error": {**GEMINI_429["error"], "details": [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1" + "0" * 306 + "s"},
+    ]}}  # fmt: skip
+    server.enqueue(Reply(429, huge))
+    shared = limiter(Clock(), max_pause=120)
+    client = loopback_client("gemini-2.5-flash", server.base_url, retry=NO_RETRIES, limiter=shared)
+    with pytest.raises(RetryableError):
+        call(client, ModelRequest(model="gemini-2.5-flash", messages=REQUEST.messages), "sync")
+    assert shared.reserve() == pytest.approx(120.0)
+
+
 # --- dates out of range (review finding 1) ---------------------------------------------
 
 

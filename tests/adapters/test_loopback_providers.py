@@ -307,6 +307,47 @@ def test_gemini_thoughts_without_candidate_tokens_are_the_output(
     assert (response.usage.output_tokens, response.usage.reasoning_tokens) == (1499, 1499)
 
 
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"promptTokenCount": 1000, "thoughtsTokenCount": -5},
+        {"promptTokenCount": 1000, "thoughtsTokenCount": 10**400},
+        {"promptTokenCount": 1000, "thoughtsTokenCount": "8000"},
+        {"promptTokenCount": 1000, "totalTokenCount": 9000},
+        {"promptTokenCount": 1000, "thoughtsTokenCount": 10, "totalTokenCount": 9000},
+    ],
+)
+def test_gemini_left_out_candidate_tokens_are_unknown_when_the_other_counts_disagree(
+    server: LoopbackServer, metadata: dict[str, Any]
+) -> None:
+    """A missing candidatesTokenCount is 0 only when the other counts vouch for it: with an
+    unreadable thoughtsTokenCount, or a total the prompt and thoughts do not add up to, the
+    output is unknown (a known 0 would understate the step's cost under a dollar cap)."""
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "WAIT"}]}}]}
+    server.enqueue(Reply(200, {**body, "usageMetadata": metadata}))
+    request = ModelRequest(model="gemini-2.5-pro", messages=HI)
+    response = call(loopback_client("gemini-2.5-pro", server.base_url), request, "sync")
+    assert response.usage.output_tokens is None
+
+
+def test_gemini_tool_use_prompt_tokens_count_in_the_check_of_the_total(
+    server: LoopbackServer,
+) -> None:
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "WAIT"}]}}],
+        "usageMetadata": {
+            "promptTokenCount": 1000,
+            "toolUsePromptTokenCount": 50,
+            "thoughtsTokenCount": 20,
+            "totalTokenCount": 1070,
+        },
+    }
+    server.enqueue(Reply(200, body))
+    request = ModelRequest(model="gemini-2.5-pro", messages=HI)
+    response = call(loopback_client("gemini-2.5-pro", server.base_url), request, "sync")
+    assert response.usage.output_tokens == 20
+
+
 def test_gemini_usage_without_metadata_stays_unreported(server: LoopbackServer) -> None:
     """No usageMetadata at all is still no count, never a guessed 0."""
     body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "WAIT"}]}}]}
