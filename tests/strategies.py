@@ -749,6 +749,25 @@ def screen_points(draw: st.DrawFn, size: tuple[int, int]) -> tuple[int, int]:
     return draw(st.integers(0, size[0] - 1)), draw(st.integers(0, size[1] - 1))
 
 
+#: A bare call with two or three numeric literal arguments, named as after
+#: `from pyautogui import *`: every pointer function pyautogui has, and some that take no point.
+bare_pyautogui_calls = st.builds(
+    lambda name, args: f"{name}({', '.join(map(str, args))})",
+    st.sampled_from(
+        [
+            *("click", "leftClick", "doubleClick", "tripleClick", "rightClick", "middleClick"),
+            *("moveTo", "dragTo", "mouseDown", "mouseUp", "scroll", "hscroll", "vscroll"),
+            *("moveRel", "move", "dragRel", "drag", "write", "press", "sleep", "size"),
+        ]
+    ),
+    st.lists(
+        st.integers(-50, 6000) | st.floats(-50, 6000).map(lambda f: round(f, 2)),
+        min_size=2,
+        max_size=3,
+    ),
+)
+
+
 # --- rate-limit headers (tests/adapters/test_limits.py) --------------------------------------
 
 from datetime import UTC  # noqa: E402  (kept inside this section)
