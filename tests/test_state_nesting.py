@@ -42,6 +42,17 @@ def test_a_deeply_nested_action_is_a_state_error(action: dict[str, Any]) -> None
         AgentState([ObservationRecord(None, "t")], [[action]], ["x"])
 
 
+def test_an_action_nesting_tuples_deeply_is_a_state_error() -> None:
+    """Tuples, which no JSON holds but a caller may hand over, are refused as deep lists are."""
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = (deep,)
+    with pytest.raises(StateError, match=r"actions\[0\] holds an action nested too deeply"):
+        AgentState(
+            [ObservationRecord(None, "t")], [[{"action_type": "TYPING", "text": deep}]], ["x"]
+        )
+
+
 def test_the_deepest_parsable_action_round_trips() -> None:
     """An action as deep as a reply may hold is stored, saved and read back."""
     inner: Any = 1
