@@ -53,6 +53,19 @@ def agent_states(draw: st.DrawFn) -> AgentState:
     return AgentState(records, actions, thoughts)
 
 
+#: Keys of a JSON-ish object handed over from Python: strings, and anything else hashable.
+hostile_keys = st.one_of(
+    st.text(max_size=8),
+    st.integers(),
+    st.none(),
+    st.booleans(),
+    st.floats(),
+    st.binary(max_size=4),
+    st.tuples(st.integers(), st.text(max_size=3)),
+    st.frozensets(st.integers(), max_size=2),
+)
+
+
 # --- model providers and computer-use actions (tests/adapters/test_anthropic.py, ...) ---
 
 from osharm_core import ImagePart, Message, TextPart  # noqa: E402  (kept inside this section)
