@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, number_excerpt, quoted_keys
 from osharm_core.limits import MAX_CONFIG_INT, ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -109,7 +109,13 @@ def _scaling(_: object, __: attrs.Attribute[Any], value: object) -> None:
 
 
 def _profile(value: object) -> object:
-    return server_limits(value) if isinstance(value, dict) else value
+    """Limits given as a mapping (JSON's, or any other) made `ServerLimits`; the rest as given."""
+    if not isinstance(value, Mapping):
+        return value
+    try:
+        return server_limits(value)
+    except ConfigError as exc:
+        raise ConfigError(f"AgentConfig.{exc}") from None
 
 
 def _server_profile(_: object, __: attrs.Attribute[Any], value: object) -> None:
@@ -180,9 +186,9 @@ class AgentConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"AgentConfig.from_json expects an object; got {type(data).__name__}")
         known = {field.name for field in attrs.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = set(data) - known
         if unknown:
-            raise ConfigError(f"AgentConfig.from_json: unknown field(s) {', '.join(unknown)}")
+            raise ConfigError(f"AgentConfig.from_json: unknown field(s) {quoted_keys(unknown)}")
         try:
             return cls(**data)
         except RecursionError:  # quoting a deeply nested bad value

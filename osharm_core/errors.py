@@ -22,6 +22,7 @@ reference raised one.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 
 def excerpt(value: object, limit: int = 80) -> str:
@@ -44,6 +45,24 @@ def number_excerpt(value: object) -> str:
     """
     text = _repr(value)
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def quoted_keys(keys: Iterable[object], limit: int = 10) -> str:
+    """Keys as an error message lists them, whatever their types: each quoted by `excerpt`,
+    sorted by that quote, at most `limit` of them (then how many more).
+
+    >>> quoted_keys({"b", 1, None})
+    "'b', 1, None"
+    """
+    quoted = []
+    for key in keys:
+        try:
+            quoted.append(excerpt(key, 40))
+        except RecursionError:
+            quoted.append(f"<a {type(key).__name__} nested too deeply to quote>")
+    quoted.sort()
+    more = len(quoted) - limit
+    return ", ".join(quoted[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def is_finite_number(value: object) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, number_excerpt, quoted_keys
 
 #: The coordinate grids a model may answer in.
 Grid = Literal["pixels", "relative", "rel1000", "rel999"]
@@ -153,10 +153,14 @@ class CoordinateFrame:
                 f"CoordinateFrame.from_json expects an object; got {type(data).__name__}"
             )
         known = {field.name for field in attrs.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = set(data) - known
         if unknown:
-            raise ConfigError(f"CoordinateFrame.from_json: unknown field(s) {', '.join(unknown)}")
+            raise ConfigError(f"CoordinateFrame.from_json: unknown field(s) {quoted_keys(unknown)}")
         try:
             return cls(**data)
+        except RecursionError:  # quoting a deeply nested bad value
+            raise ConfigError(
+                "CoordinateFrame.from_json: a field's value is nested too deeply"
+            ) from None
         except TypeError as exc:
             raise ConfigError(f"CoordinateFrame.from_json: {exc}") from None

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import attrs
 
-from osharm_core.errors import ConfigError, StateError, excerpt, number_excerpt
+from osharm_core.errors import ConfigError, StateError, excerpt, number_excerpt, quoted_keys
 from osharm_core.frames import MAX_FRAME_SIDE
 
 #: The largest integer setting (a 64-bit signed int: what any server or JSON reader takes).
@@ -85,9 +85,9 @@ def server_limits(profile: str | ServerLimits | Mapping[str, Any] | None) -> Ser
             )
         return SERVER_PROFILES[profile]
     if isinstance(profile, Mapping):
-        unknown = sorted(set(profile) - {f.name for f in attrs.fields(ServerLimits)})
+        unknown = set(profile) - {f.name for f in attrs.fields(ServerLimits)}
         if unknown:
-            raise ConfigError(f"server_profile: unknown limit(s) {', '.join(map(str, unknown))}")
+            raise ConfigError(f"server_profile: unknown limit(s) {quoted_keys(unknown)}")
         return ServerLimits(**profile)
     raise ConfigError(
         f"server_profile must be a profile name, ServerLimits or None; got {type(profile).__name__}"

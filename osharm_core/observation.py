@@ -83,19 +83,38 @@ def _required(
     return value
 
 
+def _frozen_bytes(value: Any) -> Any:
+    """A bytearray or memoryview as its own immutable copy; anything else as given.
+
+    The owner of a buffer may change it later; the frozen `Observation` must not
+    change with it. What is not bytes-like is left for `from_dict` to refuse.
+    """
+    if isinstance(value, bytearray | memoryview):
+        try:
+            return bytes(value)
+        except ValueError as exc:  # a released memoryview
+            raise ObservationError(f"an observation buffer cannot be read: {exc}") from None
+    return value
+
+
 @attrs.frozen
 class Observation:
     """One observation as the agent receives it from the environment.
 
     `screenshot` holds PNG bytes (checked by signature and header; decoded only
     when set-of-marks needs the pixels); `accessibility_tree` holds the raw XML.
+    A bytearray or memoryview given for either is copied to `bytes`, so the
+    observation never changes with the buffer it came from.
+
+    >>> Observation(screenshot=memoryview(b"png")).screenshot
+    b'png'
     """
 
     screenshot: bytes | None = attrs.field(
-        default=None, repr=lambda b: f"<{len(b)} bytes>" if b else "None"
+        default=None, converter=_frozen_bytes, repr=lambda b: f"<{len(b)} bytes>" if b else "None"
     )
     accessibility_tree: str | None = attrs.field(
-        default=None, repr=lambda t: f"<{len(t)} chars>" if t else "None"
+        default=None, converter=_frozen_bytes, repr=lambda t: f"<{len(t)} chars>" if t else "None"
     )
 
     @classmethod

@@ -2,9 +2,9 @@
 
 pyautogui code is rewritten only where a coordinate is a numeric literal
 (`pyautogui.click(640, 360)`, `moveTo(x=10, y=20)`, `click((5, 6))`, `click([5, 6])`,
-`moveTo(x=(5, 6))`; pyautogui imported under another name too); any other
-expression (`tag_3`, `x + 10`, a variable) is left exactly as written, since
-its value is unknown before the code runs. `tag_N` centres come from the
+`moveTo(x=(5, 6))`; pyautogui imported under another name, or its functions by
+`from pyautogui import *`, too); any other expression (`tag_3`, `x + 10`, a
+variable) is left exactly as written, since its value is unknown before the code runs. `tag_N` centres come from the
 tree in screen pixels and are added after mapping, so they are never mapped.
 Code that does not parse as Python is left alone. computer_13 actions have
 their numeric `x` and `y` mapped.
@@ -42,6 +42,8 @@ _ABSOLUTE: Final = {
 }
 # Calls whose first two arguments are offsets, mapped by the scale alone.
 _RELATIVE: Final = frozenset({"moveRel", "move", "dragRel", "drag"})
+# What `from pyautogui import *` brings in, of the calls mapped here: each by its own name.
+_POINTER_NAMES: Final = {name: name for name in (*_ABSOLUTE, *_RELATIVE)}
 
 
 def _number(node: ast.expr) -> float | None:
@@ -80,10 +82,12 @@ def _pyautogui_calls(tree: ast.AST) -> list[tuple[str, ast.Call]]:
     """Every call of a pyautogui function in `tree`, with the function's name.
 
     pyautogui goes by `pyautogui`, by `X` after `import pyautogui as X`, and a function
-    by `c` after `from pyautogui import click as c` (wherever in the code the import is).
+    by `c` after `from pyautogui import click as c`, or by its own name after
+    `from pyautogui import *` (wherever in the code the import is).
     """
     modules = {"pyautogui"}
     functions: dict[str, str] = {}
+    star = False
     calls: list[ast.Call] = []
     for node in _nodes(tree):
         if isinstance(node, ast.Call):
@@ -91,7 +95,10 @@ def _pyautogui_calls(tree: ast.AST) -> list[tuple[str, ast.Call]]:
         elif isinstance(node, ast.Import):
             modules.update(a.asname for a in node.names if a.name == "pyautogui" and a.asname)
         elif isinstance(node, ast.ImportFrom) and node.module == "pyautogui" and not node.level:
-            functions.update((a.asname or a.name, a.name) for a in node.names)
+            star = star or any(a.name == "*" for a in node.names)
+            functions.update((a.asname or a.name, a.name) for a in node.names if a.name != "*")
+    if star:
+        functions = {**_POINTER_NAMES, **functions}
     found = []
     for call in calls:
         name = _called(call, modules, functions)

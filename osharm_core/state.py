@@ -9,11 +9,11 @@ from. `freeze` and `thaw` convert between the two.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-from osharm_core.errors import ConfigError, StateError
+from osharm_core.errors import ConfigError, StateError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
 
@@ -162,6 +162,61 @@ class ObservationRecord:
         return data
 
 
+def _quoted(value: object) -> str:
+    """A bad value as an error quotes it: its type and an excerpt (or how deep it nests)."""
+    try:
+        return f"{type(value).__name__} {excerpt(value)}"
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to quote"
+
+
+def _tupled(value: object) -> object:
+    """A list or tuple as a tuple; anything else as given, for the validator to refuse."""
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def _checks_tupled(value: object) -> object:
+    """A list or tuple of checks as a tuple of tuples (the checks as lists too, as JSON has them)."""
+    if not isinstance(value, list | tuple):
+        return value
+    return tuple(tuple(check) if isinstance(check, list | tuple) else check for check in value)
+
+
+def _text_field(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise StateError(
+            f"{type(instance).__name__}.{attribute.name} must be a string; got {_quoted(value)}"
+        )
+
+
+def _call_ids(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple):
+        raise StateError(
+            f"Continuation.call_ids must be a list or tuple of strings; got {_quoted(value)}"
+        )
+    for index, call_id in enumerate(value):
+        if not isinstance(call_id, str):
+            raise StateError(
+                f"Continuation.call_ids[{index}] must be a string; got {_quoted(call_id)}"
+            )
+
+
+def _safety_checks(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple):
+        raise StateError(
+            "Continuation.safety_checks must be a list or tuple of (id, code, message) "
+            f"triples; got {_quoted(value)}"
+        )
+    for index, check in enumerate(value):
+        if not (
+            isinstance(check, tuple) and len(check) == 3 and all(isinstance(x, str) for x in check)
+        ):
+            raise StateError(
+                f"Continuation.safety_checks[{index}] must be an (id, code, message) triple "
+                f"of strings; got {_quoted(check)}"
+            )
+
+
 @attrs.frozen
 class Continuation:
     """Where a stateful provider conversation (the Responses API) left off.
@@ -173,40 +228,108 @@ class Continuation:
     `native` is the provider's own JSON record of its last reply's calls
     (native computer-use protocols: kept in the record, and resent by the
     stateless APIs that need it); empty where there is none.
+
+    Lists are stored as tuples, so a continuation hashes and the caller's
+    lists cannot change it; a field of the wrong type is a `StateError`.
+
+    >>> Continuation("resp_1", ["call_a"], [["sc_1", "code", "message"]]).safety_checks
+    (('sc_1', 'code', 'message'),)
     """
 
-    response_id: str
-    call_ids: tuple[str, ...] = ()
-    safety_checks: tuple[tuple[str, str, str], ...] = ()
-    native: str = ""
+    response_id: str = attrs.field(validator=_text_field)
+    call_ids: tuple[str, ...] = attrs.field(default=(), converter=_tupled, validator=_call_ids)
+    safety_checks: tuple[tuple[str, str, str], ...] = attrs.field(
+        default=(), converter=_checks_tupled, validator=_safety_checks
+    )
+    native: str = attrs.field(default="", validator=_text_field)
+
+
+def _turns(value: object, name: str) -> tuple[Any, ...]:
+    """`value` as a tuple, when it is a sequence of turns (a string or a mapping is not)."""
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, list) or (
+        isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping)
+    ):
+        return tuple(value)
+    raise StateError(f"AgentState: {name} must be a list or tuple; got {_quoted(value)}")
 
 
 def _records(value: Iterable[ObservationRecord]) -> tuple[ObservationRecord, ...]:
-    return tuple(value)
+    records = _turns(value, "observations")
+    if set(map(type, records)) - {ObservationRecord}:  # else all are plainly records
+        for index, record in enumerate(records):
+            if not isinstance(record, ObservationRecord):
+                raise StateError(
+                    f"AgentState: observations[{index}] must be an ObservationRecord; "
+                    f"got {_quoted(record)}"
+                )
+    return records
+
+
+def _bad_turn(index: int, problem: str) -> StateError:
+    return StateError(
+        f"AgentState: actions[{index}] must be null or a list of actions (code strings and "
+        f"computer_13 objects); {problem}"
+    )
+
+
+def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
+    """One turn's actions stored frozen: the check both the constructor and `from_json` make."""
+    if turn is None:
+        return None
+    if not isinstance(turn, list | tuple):
+        raise _bad_turn(index, f"got {_quoted(turn)}")
+    if type(turn) is tuple and set(map(type, turn)) <= _STORED_TYPES:
+        return turn  # stored already (the history of an evolved state)
+    from osharm_core.parsing import MAX_ACTION_DEPTH, _too_deep  # parsing imports this module
+
+    stored: list[StoredAction] = []
+    for action in turn:
+        if isinstance(action, str | FrozenAction):
+            stored.append(action)
+            continue
+        if not isinstance(action, dict):
+            raise _bad_turn(index, f"one is {_quoted(action)}")
+        if _too_deep(action):
+            raise StateError(
+                f"AgentState: actions[{index}] holds an action nested more than "
+                f"{MAX_ACTION_DEPTH} levels deep (the most a parsed reply holds)"
+            )
+        try:
+            stored.append(FrozenAction(action))
+        except RecursionError:  # tuples inside, which the depth count does not read
+            raise StateError(
+                f"AgentState: actions[{index}] holds an action nested too deeply"
+            ) from None
+    return tuple(stored)
+
+
+_STORED_TYPES: Final = frozenset({str, FrozenAction})
 
 
 def _actions(
     value: Iterable[Iterable[Action | StoredAction] | None],
 ) -> tuple[tuple[StoredAction, ...] | None, ...]:
-    from osharm_core.parsing import MAX_ACTION_DEPTH, _too_deep  # parsing imports this module
-
-    turns: list[tuple[StoredAction, ...] | None] = []
-    for index, turn in enumerate(value):
-        if turn is None:
-            turns.append(None)
-            continue
-        given = tuple(turn)
-        if any(isinstance(action, dict) and _too_deep(action) for action in given):
-            raise StateError(
-                f"AgentState: actions[{index}] holds an action nested more than "
-                f"{MAX_ACTION_DEPTH} levels deep (the most a parsed reply holds)"
-            )
-        turns.append(tuple(map(freeze, given)))
-    return tuple(turns)
+    return tuple([_turn(turn, index) for index, turn in enumerate(_turns(value, "actions"))])
 
 
 def _thoughts(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
+    thoughts = _turns(value, "thoughts")
+    if set(map(type, thoughts)) - {str}:
+        for index, thought in enumerate(thoughts):
+            if not isinstance(thought, str):
+                raise StateError(
+                    f"AgentState: thoughts[{index}] must be a string; got {_quoted(thought)}"
+                )
+    return thoughts
+
+
+def _continuation(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, Continuation):
+        raise StateError(
+            f"AgentState.continuation must be a Continuation or None; got {_quoted(value)}"
+        )
 
 
 def _same_lengths(instance: AgentState, _: attrs.Attribute[Any], __: object) -> None:
@@ -239,7 +362,7 @@ class AgentState:
     thoughts: tuple[str, ...] = attrs.field(
         default=(), converter=_thoughts, validator=_same_lengths
     )
-    continuation: Continuation | None = None
+    continuation: Continuation | None = attrs.field(default=None, validator=_continuation)
 
     def __len__(self) -> int:
         return len(self.thoughts)
@@ -279,12 +402,6 @@ class AgentState:
             raise StateError(f"AgentState.from_json: malformed state ({exc})") from None
 
 
-def _strings(value: object, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise StateError(f"AgentState.from_json: {where} must be a list of strings")
-    return tuple(value)
-
-
 def _optional_text(value: object, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise StateError(f"AgentState.from_json: {where} must be a string or null")
@@ -312,10 +429,9 @@ def _degradation(value: object, where: str) -> Degradation | None:
 def _state_from_json(data: object) -> AgentState:
     if not isinstance(data, dict):
         raise StateError(f"AgentState.from_json expects an object; got {type(data).__name__}")
-    observations = data["observations"]
-    actions = data["actions"]
-    if not isinstance(observations, list) or not isinstance(actions, list):
-        raise StateError("AgentState.from_json: observations and actions must be lists")
+    observations, actions, thoughts = data["observations"], data["actions"], data["thoughts"]
+    if not all(isinstance(turns, list) for turns in (observations, actions, thoughts)):
+        raise StateError("AgentState.from_json: observations, actions and thoughts must be lists")
     records = []
     for index, record in enumerate(observations):
         if not isinstance(record, dict):
@@ -330,14 +446,6 @@ def _state_from_json(data: object) -> AgentState:
                 _degradation(record.get("degradation"), f"observations[{index}].degradation"),
             )
         )
-    for index, turn in enumerate(actions):
-        if turn is not None and (
-            not isinstance(turn, list) or not all(isinstance(a, str | dict) for a in turn)
-        ):
-            raise StateError(
-                f"AgentState.from_json: actions[{index}] must be null or a list of "
-                "strings and objects"
-            )
     continuation = data.get("continuation")
     resumed = None
     if continuation is not None:
@@ -345,21 +453,13 @@ def _state_from_json(data: object) -> AgentState:
             continuation.get("response_id"), str
         ):
             raise StateError("AgentState.from_json: continuation needs a 'response_id' string")
-        checks = continuation.get("safety_checks", [])
-        if not isinstance(checks, list) or not all(
-            isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c)
-            for c in checks
-        ):
-            raise StateError(
-                "AgentState.from_json: continuation.safety_checks must be [id, code, message] lists"
+        try:
+            resumed = Continuation(
+                continuation["response_id"],
+                continuation.get("call_ids", []),
+                continuation.get("safety_checks", []),
+                continuation.get("native", ""),
             )
-        native = continuation.get("native", "")
-        if not isinstance(native, str):
-            raise StateError("AgentState.from_json: continuation.native must be a string")
-        resumed = Continuation(
-            continuation["response_id"],
-            _strings(continuation.get("call_ids", []), "continuation.call_ids"),
-            tuple((c[0], c[1], c[2]) for c in checks),
-            native,
-        )
-    return AgentState(records, actions, _strings(data["thoughts"], "thoughts"), resumed)
+        except StateError as exc:
+            raise StateError(f"AgentState.from_json: {exc}") from None
+    return AgentState(records, actions, thoughts, resumed)

@@ -250,8 +250,15 @@ def prepare_step(
     if not isinstance(observation, Observation):
         observation = Observation.from_dict(observation, config.observation_type)
     else:
-        # Re-check: an Observation built by hand may lack what this type needs.
-        Observation.from_dict(attrs.asdict(observation), config.observation_type)
+        # Re-check: an Observation built by hand may lack what this type needs, or hold
+        # what only from_dict converts (a tree as bytes).
+        observation = Observation.from_dict(
+            {
+                "screenshot": observation.screenshot,
+                "accessibility_tree": observation.accessibility_tree,
+            },
+            config.observation_type,
+        )
     record, masks, linearized = _process(config, observation)
     return StepRequest(
         messages=step_messages(config, state, instruction, record),

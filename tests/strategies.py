@@ -53,6 +53,19 @@ def agent_states(draw: st.DrawFn) -> AgentState:
     return AgentState(records, actions, thoughts)
 
 
+#: Keys of a JSON-ish object handed over from Python: strings, and anything else hashable.
+hostile_keys = st.one_of(
+    st.text(max_size=8),
+    st.integers(),
+    st.none(),
+    st.booleans(),
+    st.floats(),
+    st.binary(max_size=4),
+    st.tuples(st.integers(), st.text(max_size=3)),
+    st.frozensets(st.integers(), max_size=2),
+)
+
+
 # --- model providers and computer-use actions (tests/adapters/test_anthropic.py, ...) ---
 
 from osharm_core import ImagePart, Message, TextPart  # noqa: E402  (kept inside this section)
@@ -690,6 +703,40 @@ turn_actions = st.none() | st.lists(
     st.sampled_from(["WAIT", "DONE", "pyautogui.click(1, 2)"]) | json_actions, max_size=4
 )
 
+#: A turn's actions as a caller might hand them to `AgentState`: mostly right (lists or
+#: tuples of code and objects), sometimes a bare string, a number, an object, or a list
+#: holding something that is no action.
+loose_turns = st.one_of(
+    turn_actions,
+    turn_actions.filter(lambda turn: turn is not None).map(tuple),
+    st.text(max_size=6),
+    st.integers(),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.lists(
+        st.sampled_from(["WAIT"]) | st.integers() | st.none() | st.lists(st.text(max_size=3)),
+        min_size=1,
+        max_size=3,
+    ),
+)
+#: A turn's observation as a caller might hand it over: a record, or something else.
+loose_records = st.one_of(
+    st.builds(ObservationRecord, st.none() | st.text(max_size=5), st.none() | st.text(max_size=5)),
+    st.dictionaries(st.sampled_from(["screenshot", "accessibility_tree"]), st.text(max_size=5)),
+    st.none(),
+    st.text(max_size=5),
+)
+#: A turn's thought as a caller might hand it over: text, or something else.
+loose_thoughts = st.text(max_size=10) | st.integers() | st.none() | st.binary(max_size=4)
+#: Continuation call ids and safety checks as lists or tuples, sometimes holding a non-string.
+loose_call_ids = st.lists(st.text(max_size=5) | st.integers(), max_size=3) | st.lists(
+    st.text(max_size=5), max_size=3
+).map(tuple)
+loose_safety_checks = st.lists(
+    st.lists(st.text(max_size=4) | st.integers(), min_size=2, max_size=4)
+    | st.tuples(st.text(max_size=4), st.text(max_size=4), st.text(max_size=4)),
+    max_size=3,
+)
+
 
 # --- usage and cost (tests/adapters/test_accounting.py) ------------------------------
 
@@ -747,6 +794,25 @@ scaling_settings = preset_names | st.integers(10_000, 12_845_056).map(lambda n: 
 def screen_points(draw: st.DrawFn, size: tuple[int, int]) -> tuple[int, int]:
     """A pixel on a screen of `size`."""
     return draw(st.integers(0, size[0] - 1)), draw(st.integers(0, size[1] - 1))
+
+
+#: A bare call with two or three numeric literal arguments, named as after
+#: `from pyautogui import *`: every pointer function pyautogui has, and some that take no point.
+bare_pyautogui_calls = st.builds(
+    lambda name, args: f"{name}({', '.join(map(str, args))})",
+    st.sampled_from(
+        [
+            *("click", "leftClick", "doubleClick", "tripleClick", "rightClick", "middleClick"),
+            *("moveTo", "dragTo", "mouseDown", "mouseUp", "scroll", "hscroll", "vscroll"),
+            *("moveRel", "move", "dragRel", "drag", "write", "press", "sleep", "size"),
+        ]
+    ),
+    st.lists(
+        st.integers(-50, 6000) | st.floats(-50, 6000).map(lambda f: round(f, 2)),
+        min_size=2,
+        max_size=3,
+    ),
+)
 
 
 # --- rate-limit headers (tests/adapters/test_limits.py) --------------------------------------

@@ -39,6 +39,7 @@ from tests.conftest import fixture_observation
 from tests.strategies import (
     A11Y_NS,
     any_text,
+    bare_pyautogui_calls,
     kept_positions,
     kept_sizes,
     preset_names,
@@ -155,6 +156,30 @@ def test_bad_frames_and_points_are_typed_errors() -> None:
 def test_literal_coordinates_are_mapped_and_everything_else_kept(code: str, expected: str) -> None:
     """Numeric literal x/y of pointer calls are rewritten; expressions, text and bad code are not."""
     assert reframe_code(code, HALF) == expected
+
+
+@given(st.lists(bare_pyautogui_calls, min_size=1, max_size=4), preset_names)
+def test_functions_taken_by_a_star_import_are_mapped_as_the_module_calls_are(
+    calls: list[str], preset: str
+) -> None:
+    """After `from pyautogui import *`, `click(x, y)` maps as `pyautogui.click(x, y)` does."""
+    frame = PRESETS[preset].frame_for(1920, 1080)
+    star = reframe_code("from pyautogui import *\n" + "\n".join(calls), frame)
+    module = reframe_code("import pyautogui\n" + "\n".join("pyautogui." + c for c in calls), frame)
+    assert star.split("\n")[1:] == [
+        line.removeprefix("pyautogui.") for line in module.split("\n")[1:]
+    ]
+
+
+def test_a_star_import_maps_the_reviewed_click() -> None:
+    """With claude scaling on 1920x1080, the model's (714, 402) is the screen's (959, 540)."""
+    frame = PRESETS["claude"].frame_for(1920, 1080)
+    assert reframe_code("from pyautogui import *\nclick(714, 402)", frame).endswith(
+        "click(959, 540)"
+    )
+    # a name bound explicitly keeps its own meaning beside the star import
+    aliased = "from pyautogui import *\nfrom pyautogui import write as click\nclick(10, 20)"
+    assert reframe_code(aliased, HALF) == aliased
 
 
 def test_computer_13_actions_are_mapped() -> None:

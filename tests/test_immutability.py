@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from osharm_core import (
     AgentConfig,
     AgentState,
+    Continuation,
     FrozenAction,
     FrozenList,
     ObservationRecord,
+    StateError,
     StepRequest,
     complete_step,
     freeze,
@@ -115,3 +117,88 @@ def test_complete_step_hands_out_nothing_that_reaches_the_state(
         _vandalise(actions)
     assert state == before
     assert hash(state) == before_hash
+
+
+def _first_bad(values: list[Any], good: Any) -> int | None:
+    return next((index for index, value in enumerate(values) if not good(value)), None)
+
+
+def _good_turn(turn: object) -> bool:
+    return turn is None or (
+        isinstance(turn, list | tuple) and all(isinstance(a, str | dict) for a in turn)
+    )
+
+
+@given(st.lists(st.tuples(s.loose_records, s.loose_turns, s.loose_thoughts), max_size=6))
+def test_a_state_takes_only_records_action_lists_and_text(
+    turns: list[tuple[Any, Any, Any]],
+) -> None:
+    """A state of good turns round-trips through JSON and hashes; any other element is a
+    StateError naming the first bad one (a string turn is never split into characters)."""
+    records, actions, thoughts = ([turn[n] for turn in turns] for n in range(3))
+    for name, values, good in (
+        ("observations", records, lambda r: isinstance(r, ObservationRecord)),
+        ("actions", actions, _good_turn),
+        ("thoughts", thoughts, lambda t: isinstance(t, str)),
+    ):
+        index = _first_bad(values, good)
+        if index is not None:
+            with pytest.raises(StateError, match=rf"AgentState: {name}\[{index}\] must be"):
+                AgentState(records, actions, thoughts)
+            return
+    state = AgentState(records, actions, thoughts)
+    assert AgentState.from_json(json.loads(json.dumps(state.to_json()))) == state
+    hash(state)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("observations", "tree"), ("actions", 5), ("thoughts", "abc"), ("continuation", {})],
+)
+def test_a_state_field_of_the_wrong_shape_is_a_state_error(field: str, value: object) -> None:
+    """A string is not a sequence of turns, nor a dict a continuation."""
+    turns: dict[str, Any] = {"observations": [], "actions": [], "thoughts": []}
+    with pytest.raises(StateError, match=rf"AgentState(: |\.){field} must be"):
+        AgentState(**{**turns, field: value})
+
+
+@given(st.text(max_size=5), s.loose_call_ids, s.loose_safety_checks, st.text(max_size=5))
+def test_a_continuation_keeps_tuples_of_strings(
+    response_id: str, call_ids: Any, checks: Any, native: str
+) -> None:
+    """Lists become tuples: the continuation hashes, round-trips through JSON inside a state,
+    and the caller's lists cannot change it; a non-string is a StateError naming where."""
+    bad_id = _first_bad(call_ids, lambda c: isinstance(c, str))
+    bad_check = _first_bad(checks, lambda c: len(c) == 3 and all(isinstance(x, str) for x in c))
+    if bad_id is not None or bad_check is not None:
+        where = (
+            f"call_ids\\[{bad_id}\\]" if bad_id is not None else f"safety_checks\\[{bad_check}\\]"
+        )
+        with pytest.raises(StateError, match=rf"Continuation\.{where} must be"):
+            Continuation(response_id, call_ids, checks, native)
+        return
+    continuation = Continuation(response_id, call_ids, checks, native)
+    state = AgentState(continuation=continuation)
+    assert AgentState.from_json(json.loads(json.dumps(state.to_json()))) == state
+    assert hash(state) == hash(AgentState(continuation=copy.deepcopy(continuation)))
+    expected = (tuple(call_ids), tuple(map(tuple, checks)))
+    _vandalise(call_ids)
+    _vandalise(checks)
+    assert (continuation.call_ids, continuation.safety_checks) == expected
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((None,), "response_id must be a string; got NoneType"),
+        (("r", "call_1"), "call_ids must be a list or tuple of strings; got str"),
+        (("r", (), {"id": "x"}), "safety_checks must be a list or tuple"),
+        (("r", (), (), b"{}"), "native must be a string; got bytes"),
+    ],
+)
+def test_continuation_fields_of_the_wrong_type_are_state_errors(
+    arguments: tuple[Any, ...], message: str
+) -> None:
+    """Each field is checked by type, and the error names it."""
+    with pytest.raises(StateError, match=message):
+        Continuation(*arguments)

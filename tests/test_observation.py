@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from osharm_core import (
     AccessibilityTreeError,
@@ -136,3 +138,25 @@ def test_without_a_type_takes_what_is_there() -> None:
         Observation.from_dict({"terminal": "ls"})
     with pytest.raises(ScreenshotError, match="not a PNG"):
         Observation.from_dict({"screenshot": b"GIF89a" + b"\0" * 40, "accessibility_tree": XML})
+
+
+@given(st.binary(max_size=64))
+def test_a_buffer_is_copied_so_its_owner_cannot_change_the_observation(data: bytes) -> None:
+    """An Observation of a bytearray or memoryview holds immutable bytes equal to it then."""
+    for make in (bytearray, lambda b: memoryview(bytearray(b))):
+        buffer = make(data)
+        observation = Observation(screenshot=buffer, accessibility_tree=buffer)
+        for index in range(len(buffer)):
+            buffer[index] ^= 0xFF
+        assert type(observation.screenshot) is bytes
+        assert observation.screenshot == observation.accessibility_tree == data
+        same = Observation(screenshot=data, accessibility_tree=data)  # type: ignore[arg-type]
+        assert hash(observation) == hash(same)
+
+
+def test_a_released_buffer_is_an_observation_error() -> None:
+    """A memoryview released before it is handed over is refused by type, not a raw ValueError."""
+    view = memoryview(PNG)
+    view.release()
+    with pytest.raises(ObservationError, match="cannot be read"):
+        Observation(screenshot=view)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
+import attrs
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from osharm_core import (
@@ -15,8 +18,12 @@ from osharm_core import (
     ConfigError,
     Continuation,
     ObservationRecord,
+    ServerLimits,
     StateError,
 )
+from osharm_core.errors import excerpt
+from osharm_core.frames import CoordinateFrame
+from osharm_core.limits import server_limits
 from tests import strategies as s
 
 
@@ -76,3 +83,40 @@ def test_unknown_or_bad_config_fields_are_refused() -> None:
         AgentConfig.from_json({"top_p": 7})
     with pytest.raises(ConfigError, match="expects an object"):
         AgentConfig.from_json("gpt-4o")
+
+
+_KEYED_READERS: dict[str, tuple[Callable[[dict[Any, Any]], object], type]] = {
+    "AgentConfig.from_json": (AgentConfig.from_json, AgentConfig),
+    "CoordinateFrame.from_json": (CoordinateFrame.from_json, CoordinateFrame),
+    "AgentConfig(server_profile=...)": (lambda d: AgentConfig(server_profile=d), ServerLimits),
+    "server_limits": (server_limits, ServerLimits),
+}
+
+
+@pytest.mark.parametrize("reader", list(_KEYED_READERS))
+@given(keys=st.lists(s.hostile_keys, min_size=1, max_size=12, unique=True))
+def test_unknown_keys_of_any_type_are_named_in_a_config_error(reader: str, keys: list[Any]) -> None:
+    """An object whose keys are not all known strings (ints, None, tuples, mixed) is a
+    ConfigError quoting the unknown keys, never a TypeError from joining or sorting them."""
+    read, kind = _KEYED_READERS[reader]
+    data = dict.fromkeys(keys, 1)
+    unknown = [key for key in data if key not in {f.name for f in attrs.fields(kind)}]
+    assume(unknown)
+    with pytest.raises(ConfigError, match="unknown") as caught:
+        read(data)
+    if len(unknown) <= 10:
+        assert all(excerpt(key, 40) in str(caught.value) for key in unknown)
+    else:
+        assert f"and {len(unknown) - 10} more" in str(caught.value)
+
+
+def test_server_limits_in_any_mapping_are_stored_as_server_limits() -> None:
+    """A read-only mapping of limits is converted as a dict is: the config hashes, writes JSON,
+    and the caller's later change to the mapping's dict does not reach it."""
+    limits = {"max_bytes": 1000}
+    config = AgentConfig(server_profile=MappingProxyType(limits))
+    limits["max_bytes"] = 10**9
+    assert config.server_profile == ServerLimits(max_bytes=1000)
+    assert config == AgentConfig(server_profile={"max_bytes": 1000})
+    hash(config)
+    assert AgentConfig.from_json(json.loads(json.dumps(config.to_json()))) == config

@@ -18,6 +18,7 @@ from osharm_core import (
     StateError,
     parse_actions_from_string,
 )
+from osharm_core.frames import CoordinateFrame
 
 BASE = {"observations": [{"screenshot": None, "accessibility_tree": "t"}], "thoughts": ["x"]}
 
@@ -42,6 +43,17 @@ def test_a_deeply_nested_action_is_a_state_error(action: dict[str, Any]) -> None
         AgentState([ObservationRecord(None, "t")], [[action]], ["x"])
 
 
+def test_an_action_nesting_tuples_deeply_is_a_state_error() -> None:
+    """Tuples, which no JSON holds but a caller may hand over, are refused as deep lists are."""
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = (deep,)
+    with pytest.raises(StateError, match=r"actions\[0\] holds an action nested too deeply"):
+        AgentState(
+            [ObservationRecord(None, "t")], [[{"action_type": "TYPING", "text": deep}]], ["x"]
+        )
+
+
 def test_the_deepest_parsable_action_round_trips() -> None:
     """An action as deep as a reply may hold is stored, saved and read back."""
     inner: Any = 1
@@ -60,3 +72,14 @@ def test_a_deeply_nested_config_value_is_a_config_error() -> None:
         deep = [deep]
     with pytest.raises(ConfigError, match="nested too deeply"):
         AgentConfig.from_json({"model": deep})
+
+
+@pytest.mark.parametrize("field", ["screen_width", "grid"])
+def test_a_deeply_nested_frame_value_is_a_config_error(field: str) -> None:
+    """CoordinateFrame.from_json refuses a value too deep to quote as AgentConfig.from_json does."""
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    frame = {"screen_width": 1, "screen_height": 1, "image_width": 1, "image_height": 1}
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        CoordinateFrame.from_json({**frame, field: deep})

@@ -187,6 +187,27 @@ def test_prepare_step_checks_the_observation() -> None:
         prepare_step(config, AgentState(), "t", Observation(accessibility_tree="<a/>"))
 
 
+@pytest.mark.parametrize("buffer", [bytearray, memoryview])
+@pytest.mark.parametrize("kind", ["screenshot", "screenshot_a11y_tree", "som", "a11y_tree"])
+@pytest.mark.parametrize("scaling", ["native", "claude"])
+def test_a_hand_built_observation_of_buffers_steps_as_its_bytes_do(
+    buffer: type, kind: str, scaling: str
+) -> None:
+    """A bytearray or memoryview screenshot and tree give the step their bytes give, and a
+    change the buffer's owner makes afterwards reaches neither the observation nor the step."""
+    config = AgentConfig(observation_type=kind, action_space="pyautogui", scaling=scaling)  # type: ignore[arg-type]
+    raw = fixture_observation("mousepad_notes")
+    png, xml = raw["screenshot"], raw["accessibility_tree"].encode()
+    expected = prepare_step(config, AgentState(), "t", Observation(png, xml))  # type: ignore[arg-type]
+    png_buffer, xml_buffer = bytearray(png), bytearray(xml)
+    observation = Observation(buffer(png_buffer), buffer(xml_buffer))
+    png_buffer[:8] = xml_buffer[:8] = b"XXXXXXXX"
+    assert observation == Observation(png, xml)  # type: ignore[arg-type]
+    hash(observation)
+    request = prepare_step(config, AgentState(), "t", observation)
+    assert (request.messages, request.observation) == (expected.messages, expected.observation)
+
+
 def test_returned_actions_are_not_the_stored_ones() -> None:
     """Mutating the returned action dicts leaves the recorded state untouched."""
     config = AgentConfig(observation_type="a11y_tree")

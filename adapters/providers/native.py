@@ -70,11 +70,14 @@ def native_turn(continuation: Continuation, provider: str) -> Any:
     """The provider's record of its previous turn, decoded; a clear error when it is corrupt."""
     try:
         return json.loads(continuation.native)
+    except RecursionError:  # a record from a state file may nest past the parser's stack
+        problem = "it nests too deeply"
     except ValueError as exc:
-        raise ConfigurationError(
-            f"{provider}: the continuation's native record is not JSON ({exc}); "
-            "start a new chain (no continuation)"
-        ) from None
+        problem = str(exc)
+    raise ConfigurationError(
+        f"{provider}: the continuation's native record is not JSON ({problem}); "
+        "start a new chain (no continuation)"
+    )
 
 
 def answer_screenshot(latest: Message | None, protocol: str) -> ImagePart:

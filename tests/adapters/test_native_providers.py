@@ -192,6 +192,21 @@ def test_answering_needs_a_screenshot_and_an_intact_record() -> None:
 
 
 @pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        (AnthropicComputerProvider(api_key=FAKE_KEY), "claude-sonnet-4-6"),
+        (GeminiComputerProvider(api_key=FAKE_KEY), "gemini-2.5-computer-use-preview"),
+    ],
+)
+def test_a_record_nested_too_deeply_is_a_configuration_error(provider: Any, model: str) -> None:
+    """A record read from a state file that nests past the JSON parser's stack is refused as
+    any corrupt record is, never a raw RecursionError."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ConfigurationError, match=r"not JSON \(it nests too deeply\)"):
+        provider.encode(_request(model, continuation=Continuation("m", ("t1",), native=deep)))
+
+
+@pytest.mark.parametrize(
     "provider",
     [
         AnthropicComputerProvider(api_key=FAKE_KEY),
