@@ -40,8 +40,9 @@ from adapters.errors import (
 from adapters.runs.environments import ENV_EXECUTOR
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.runs.vm_http import VmUnanswered, seconds_limit
-from adapters.trajectories.jsonl import _plain_file_name
+from adapters.trajectories.jsonl import TrajectoryFile, _plain_file_name
 from adapters.trajectories.osharm import (
+    BETTER_LOG,
     RESULT_FILE,
     UNSCORED_FILE,
     AgentFacts,
@@ -49,11 +50,11 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     arun_episode,
     check_writable,
-    load_result_folder,
+    is_result_folder,
     result_folder,
     run_episode,
 )
-from adapters.trajectories.rebuild import recorded_under
+from adapters.trajectories.rebuild import Recording, folder_recording, recorded_under
 from adapters.trajectories.replay import ForkClient
 from osharm_core import AgentConfig, ConfigError
 from osharm_core.errors import ObservationError, RequestBudgetError, excerpt
@@ -238,12 +239,15 @@ def _writer(
     )
 
 
-def _recorded_steps(folder: Path) -> int:
-    """How many model calls an unfinished folder recorded (0 when none can be read)."""
+def _recorded(folder: Path) -> Recording | None:
+    """An unfinished folder's record, its better_log.json read once (`None` when it holds
+    none that can be read)."""
+    if not is_result_folder(folder):
+        return None
     try:
-        return len(load_result_folder(folder))
+        return folder_recording(folder)
     except TrajectoryError:
-        return 0
+        return None
 
 
 @attrs.frozen
@@ -282,16 +286,22 @@ def _begin(
     if budget is not None and getattr(agent, "budget", budget) is None:
         agent.budget = budget
     fork = None
-    done = _recorded_steps(folder) if continue_unfinished else 0
+    recording = _recorded(folder) if continue_unfinished else None
+    done = 0
     # Steps recorded under other prompt settings are redone, not carried into this run's folder.
-    if done and isinstance(agent, PromptAgent) and recorded_under(folder, agent.config):
-        client = ForkClient(folder, agent.client, at=done)  # reads the record into memory
+    if (
+        recording is not None
+        and isinstance(agent, PromptAgent)
+        and recorded_under(recording, agent.config)
+    ):
+        done = len(recording.entries)
+        # The steps counted are the ones replayed: the record as read, never read again.
+        record = TrajectoryFile(folder / BETTER_LOG, recording.entries)
+        client = ForkClient(record, agent.client, at=done)
         agent = PromptAgent.from_config(
             agent.config, client=client, recorder=agent.recorder, budget=agent.budget
         )
         fork = {"source": os.fspath(folder), "at": done, "resumed": True}
-    else:
-        done = 0
     return _Begun(folder, agent, _writer(task, folder, config, max_steps, fork), done)
 
 
