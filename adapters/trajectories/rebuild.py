@@ -393,20 +393,40 @@ def rebuild_step(
                 f"{recording.directory}: its recorded settings are invalid: {exc}"
             ) from None
     _check_config(config, recording.settings, recording.withheld, str(recording.directory))
+    start = _episode_start(entries, step)
+    configs = []
+    for entry in entries[start:step]:
+        config = _line_config(config, entry)
+        configs.append(config)
+    # Messages show the last `max_trajectory_length` turns: the state keeps only the most any
+    # step shows, so each step costs the same however long the history before it.
+    keep = max(c.max_trajectory_length for c in configs)
     state = AgentState()
     request = None
-    start = _episode_start(entries, step)
-    for index in range(start, step):
+    for index, config in enumerate(configs, start=start):
         entry = entries[index]
-        config = _line_config(config, entry)
         linear = recording.trees[index] if index < len(recording.trees) else None
         request = _request(config, state, entry, recording, linear)
         if index + 1 < step:
             state, _ = complete_step(
-                config, state, request, entry.response, reply_frame=entry.reply_frame
+                config,
+                _last_turns(state, keep),
+                request,
+                entry.response,
+                reply_frame=entry.reply_frame,
             )
     assert request is not None
     return RebuiltStep(step, config, entries[step - 1].instruction, request)
+
+
+def _last_turns(state: AgentState, keep: int) -> AgentState:
+    """`state` with only its last `keep` turns (itself when it holds no more)."""
+    cut = len(state) - keep
+    if cut <= 0:
+        return state
+    return AgentState(
+        state.observations[cut:], state.actions[cut:], state.thoughts[cut:], state.continuation
+    )
 
 
 def _line_config(config: AgentConfig, entry: TrajectoryEntry) -> AgentConfig:
