@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Final
 
 
 class _NotFinite(ValueError):
@@ -26,6 +26,11 @@ def _refused(text: str) -> float:
     raise _NotFinite(text)
 
 
+#: A decoder as strict as `strict_loads`, for a reader that takes a document one value at a
+#: time (`STRICT_DECODER.raw_decode(text, index)`).
+STRICT_DECODER: Final = json.JSONDecoder(parse_constant=_refused, parse_float=_finite)
+
+
 def strict_loads(data: str | bytes) -> Any:
     """`json.loads(data)`, refusing non-finite numbers with `_NotFinite` (a `ValueError`).
 
@@ -38,4 +43,4 @@ def strict_loads(data: str | bytes) -> Any:
     return json.loads(data, parse_constant=_refused, parse_float=_finite)
 
 
-__all__ = ["strict_loads"]
+__all__ = ["STRICT_DECODER", "strict_loads"]

@@ -40,7 +40,9 @@ from adapters.errors import (
 from adapters.runs.environments import ENV_EXECUTOR
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.runs.vm_http import VmUnanswered, seconds_limit
+from adapters.trajectories.jsonl import TrajectoryFile, _plain_file_name
 from adapters.trajectories.osharm import (
+    BETTER_LOG,
     RESULT_FILE,
     UNSCORED_FILE,
     AgentFacts,
@@ -48,14 +50,14 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     arun_episode,
     check_writable,
-    load_result_folder,
+    is_result_folder,
     result_folder,
     run_episode,
 )
-from adapters.trajectories.rebuild import recorded_under
+from adapters.trajectories.rebuild import Recording, folder_recording, recorded_under
 from adapters.trajectories.replay import ForkClient
 from osharm_core import AgentConfig, ConfigError
-from osharm_core.errors import ObservationError, RequestBudgetError
+from osharm_core.errors import ObservationError, RequestBudgetError, excerpt
 
 
 @attrs.frozen(kw_only=True)
@@ -68,17 +70,55 @@ class OsworldTask:
     config: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
 
 
-def _json(path: Path) -> Any:
+class _Repeated(ValueError):
+    """A key an object of a task list names twice; its argument is the key."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict; `_Repeated` for a key given twice (`json.loads` would keep
+    only its last value, dropping the tasks listed under the first)."""
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping:
+            raise _Repeated(key)
+        mapping[key] = value
+    return mapping
+
+
+def _json(path: Path, *, unique: bool = False) -> Any:
+    """The JSON of a task list or example file; with `unique`, a key repeated in an object is
+    a `TrajectoryError` naming it."""
     try:
         data = read_regular(path, "task file", MAX_JSON_BYTES, TrajectoryError)
     except FileNotFoundError:
         raise TrajectoryError(f"no such task file: {path}") from None
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique if unique else None)
+    except _Repeated as exc:
+        raise TrajectoryError(
+            f"{path} names {excerpt(exc.args[0])} twice; each domain must be listed once "
+            "(JSON readers keep only the last list, dropping the tasks of the first)"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise TrajectoryError(f"cannot read {path}: {error_text(exc)}") from None
     except RecursionError:
         raise TrajectoryError(f"cannot read {path}: its JSON is nested too deeply") from None
+
+
+def _check_names(meta: str | os.PathLike[str], index: Mapping[str, list[str]]) -> None:
+    """A `TrajectoryError` naming `meta` and the value when a domain or id is not a plain file
+    name (`_plain_file_name`: no `/`, `\\`, `:` or NUL, not `.` or `..`, at most 255 bytes):
+    each names a file or folder inside the examples folder (and the observations folder, and
+    a replay source), and `../x` or an absolute path would read a file outside it."""
+    rule = "a plain file name (no '/', '\\', ':' or NUL, not '.' or '..', at most 255 bytes)"
+    for name, ids in index.items():
+        if not _plain_file_name(name):
+            raise TrajectoryError(f"{meta}: domain {excerpt(name)} is not {rule}")
+        for example_id in ids:
+            if not _plain_file_name(example_id):
+                raise TrajectoryError(
+                    f"{meta}: id {excerpt(example_id)} of domain {excerpt(name)} is not {rule}"
+                )
 
 
 def load_task_list(
@@ -90,13 +130,16 @@ def load_task_list(
     """The tasks of a meta file, in its order (only `domain`'s unless it is `all`).
 
     Raises `TrajectoryError` naming the file when the meta file or an example is
-    missing or not in the documented shape.
+    missing or not in the documented shape, and naming the meta file and the
+    value, before any example is read, when it names a domain twice or a domain
+    or id is not a plain file name (`../x`, an absolute path: see `_check_names`).
     """
-    index = _json(Path(meta))
+    index = _json(Path(meta), unique=True)
     if not isinstance(index, dict) or not all(
         isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in index.values()
     ):
         raise TrajectoryError(f"{meta}: expected an object mapping each domain to a list of ids")
+    _check_names(meta, index)
     if domain != "all" and domain not in index:
         known = ", ".join(sorted(index)[:20]) or "none"
         raise TrajectoryError(f"{meta} has no domain {domain!r} (it has: {known})")
@@ -196,12 +239,15 @@ def _writer(
     )
 
 
-def _recorded_steps(folder: Path) -> int:
-    """How many model calls an unfinished folder recorded (0 when none can be read)."""
+def _recorded(folder: Path) -> Recording | None:
+    """An unfinished folder's record, its better_log.json read once (`None` when it holds
+    none that can be read)."""
+    if not is_result_folder(folder):
+        return None
     try:
-        return len(load_result_folder(folder))
+        return folder_recording(folder)
     except TrajectoryError:
-        return 0
+        return None
 
 
 @attrs.frozen
@@ -240,16 +286,22 @@ def _begin(
     if budget is not None and getattr(agent, "budget", budget) is None:
         agent.budget = budget
     fork = None
-    done = _recorded_steps(folder) if continue_unfinished else 0
+    recording = _recorded(folder) if continue_unfinished else None
+    done = 0
     # Steps recorded under other prompt settings are redone, not carried into this run's folder.
-    if done and isinstance(agent, PromptAgent) and recorded_under(folder, agent.config):
-        client = ForkClient(folder, agent.client, at=done)  # reads the record into memory
+    if (
+        recording is not None
+        and isinstance(agent, PromptAgent)
+        and recorded_under(recording, agent.config)
+    ):
+        done = len(recording.entries)
+        # The steps counted are the ones replayed: the record as read, never read again.
+        record = TrajectoryFile(folder / BETTER_LOG, recording.entries)
+        client = ForkClient(record, agent.client, at=done)
         agent = PromptAgent.from_config(
             agent.config, client=client, recorder=agent.recorder, budget=agent.budget
         )
         fork = {"source": os.fspath(folder), "at": done, "resumed": True}
-    else:
-        done = 0
     return _Begun(folder, agent, _writer(task, folder, config, max_steps, fork), done)
 
 

@@ -26,8 +26,9 @@ import json
 import logging
 import math
 import os
+import re
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -57,6 +58,10 @@ logger = logging.getLogger(__name__)
 TRAJECTORY_FILE: Final = "trajectory.jsonl"
 #: The largest trajectory file (or result folder's better_log.json) a reader loads.
 MAX_TRAJECTORY_BYTES: Final = 256 * 1024 * 1024
+#: The most steps a reader takes from one trajectory (or better_log.json), far above any
+#: real run: a file of more is refused as soon as its step past this is reached, so a few
+#: megabytes of tiny steps cannot cost gigabytes and minutes.
+MAX_TRAJECTORY_STEPS: Final = 10_000
 
 
 @attrs.frozen(kw_only=True)
@@ -750,6 +755,41 @@ class TrajectoryFile:
     entries: tuple[TrajectoryEntry, ...]
     torn_tail: str | None = None
 
+    def __fspath__(self) -> str:
+        """The file it was read from: a trajectory already read is a path `open_trajectory`
+        gives back as it is, so a reader handed one (`ReplayClient`, `ForkClient`) replays
+        exactly these entries, with no second read."""
+        return os.fspath(self.path)
+
+
+def too_many_steps(file: object) -> TrajectoryError:
+    """The error for a trajectory holding more than `MAX_TRAJECTORY_STEPS` steps."""
+    return TrajectoryError(
+        f"{file} holds more than {MAX_TRAJECTORY_STEPS} steps (MAX_TRAJECTORY_STEPS), more "
+        "than any run takes; it is not read further"
+    )
+
+
+#: A line that is not blank (`bytes.strip` would leave something), from its first byte.
+_TEXT_LINE: Final = re.compile(rb"^[ \t\r\x0b\x0c]*[^ \t\r\x0b\x0c\n][^\n]*", re.MULTILINE)
+
+
+def text_lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    r"""Each line of `data` that is not blank, one at a time: its number (from 1), its bytes
+    (no line end), and whether it is the last line and has no line end (perhaps torn).
+
+    Blank lines are skipped by the regular expression, not one by one, and no list of lines
+    is made, so a reader that stops early reads no further.
+
+    >>> list(text_lines(b'a\n\n  \nb'))
+    [(1, b'a', False), (4, b'b', True)]
+    """
+    number, seen = 1, 0
+    for found in _TEXT_LINE.finditer(data):
+        number += data.count(b"\n", seen, found.start())
+        seen = found.start()
+        yield number, found.group(), found.end() == len(data)
+
 
 def _line(raw: bytes) -> Result[str, str]:
     try:
@@ -762,36 +802,40 @@ def open_trajectory(path: str | os.PathLike[str]) -> TrajectoryFile:
     """Every complete step of a recorded trajectory, and a note on a torn last line.
 
     `path` is a `trajectory.jsonl`, a directory holding one, or an OS-Harm /
-    OSWorld task result folder (read through its better_log.json).
+    OSWorld task result folder (read through its better_log.json; a folder
+    holding better_log.json is a result folder, whatever else it holds: a
+    `trajectory.jsonl` beside it is not read). A `TrajectoryFile` already read
+    is given back as it is.
 
     Blank lines are skipped. A last line with no line end that cannot be read
     is a torn tail: it is left out and described in `torn_tail`, since a
     writer only ever cuts its own last line short. Anything else unreadable
-    raises `TrajectoryError` naming the file and line.
+    raises `TrajectoryError` naming the file and line, as does a step past
+    `MAX_TRAJECTORY_STEPS` (at once, before the lines after it are read).
     """
-    folder = Path(path)
-    if folder.is_dir() and not (folder / TRAJECTORY_FILE).exists():
-        # An OS-Harm / OSWorld result folder (that module builds on this one's entries).
-        from adapters.trajectories.osharm import BETTER_LOG, load_result_folder
+    if isinstance(path, TrajectoryFile):
+        return path
+    # An OS-Harm / OSWorld result folder (that module builds on this one's entries).
+    from adapters.trajectories.osharm import BETTER_LOG, is_result_folder, load_result_folder
 
-        if (folder / BETTER_LOG).is_file():
-            return TrajectoryFile(folder / BETTER_LOG, load_result_folder(folder))
+    folder = Path(path)
+    if folder.is_dir() and is_result_folder(folder):
+        return TrajectoryFile(folder / BETTER_LOG, load_result_folder(folder))
     file = trajectory_path(path)
     try:
         data = _read_regular(file, "trajectory")
     except FileNotFoundError:
         raise TrajectoryError(f"no trajectory file at {file}") from None
-    lines = data.split(b"\n")
     entries: list[TrajectoryEntry] = []
     torn: str | None = None
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    for number, raw, unended in text_lines(data):
         parsed = _line(raw).bind(lambda line: parse_entry(line, len(entries) + 1))
         match parsed:
             case Success(entry):
+                if len(entries) == MAX_TRAJECTORY_STEPS:
+                    raise too_many_steps(f"{file} (line {number})")
                 entries.append(entry)
-            case Failure(message) if number == len(lines):
+            case Failure(message) if unended:
                 torn = (
                     f"line {number} ({len(raw)} bytes, no line end) is torn and left out: {message}"
                 )

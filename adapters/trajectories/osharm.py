@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
+import itertools
 import json
 import os
 import re
@@ -47,6 +48,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from adapters._files import _reason, create_file
+from adapters._strict_json import STRICT_DECODER, _NotFinite, strict_loads
 from adapters.errors import (
     AccessibilityTreeError,
     BudgetExceeded,
@@ -56,6 +58,7 @@ from adapters.errors import (
     error_text,
 )
 from adapters.trajectories.jsonl import (
+    MAX_TRAJECTORY_STEPS,
     TrajectoryEntry,
     _Bad,
     _fsync_append,
@@ -65,8 +68,11 @@ from adapters.trajectories.jsonl import (
     _read_regular,
     _utf8,
     record_json,
+    text_lines,
+    too_many_steps,
 )
 from osharm_core import (
+    MAX_ACTIONS_PER_REPLY,
     Action,
     AgentConfig,
     CoordinateFrame,
@@ -927,14 +933,20 @@ def _screenshot(listing: _Listing, name: object) -> str | None:
     return FIRST_SCREENSHOT if FIRST_SCREENSHOT in listing.files else None
 
 
+#: The most traj.jsonl lines `_turns_seen` looks at per model call: one per executed action,
+#: at most `MAX_ACTIONS_PER_REPLY` code actions a reply, and the error line; lines past
+#: this many for all the calls read are passed over, unread.
+_LINES_PER_CALL: Final = MAX_ACTIONS_PER_REPLY + 1
+
+
 def _turns_seen(directory: Path, listing: _Listing, count: int) -> list[str]:
     """The file stem of the observation each of `count` model calls saw (`step_0`, then
     `step_{n}_{stamp}` of the last observation saved after an earlier step `n`).
 
     traj.jsonl's last line of step `n` names it (its timestamp, whether or not a screenshot
     was saved); an observation saved with no action (a paced replay) by its files. Unreadable
-    lines and files of other names are passed over: this only picks which tree file belongs
-    to a step.
+    lines (`NaN` included), files of other names and lines past `_LINES_PER_CALL` per call are
+    passed over: this only picks which tree file belongs to a step.
     """
     after: dict[int, str] = {}
     for name in sorted(listing.files):
@@ -942,12 +954,13 @@ def _turns_seen(directory: Path, listing: _Listing, count: int) -> list[str]:
         if found is not None and int(found[1]) < count:
             after[int(found[1])] = name.removesuffix(f".{found[3]}")
     try:
-        lines = _read_regular(directory / TRAJ_FILE, "action log").splitlines()
+        data = _read_regular(directory / TRAJ_FILE, "action log")
     except FileNotFoundError:
-        lines = []
-    for line in lines:
+        data = b""
+    lines = itertools.islice(text_lines(data), count * _LINES_PER_CALL)
+    for _, line, _ in lines:
         try:
-            entry = json.loads(line)
+            entry = strict_loads(line)
         except (ValueError, RecursionError):
             continue
         if not isinstance(entry, dict):
@@ -975,11 +988,81 @@ def _own_files(listing: _Listing, recorded: object, stem: str) -> tuple[str | No
     return screenshot, tree
 
 
+#: JSON's whitespace, as Python's reader skips it.
+_SPACE: Final = re.compile(r"[ \t\n\r]*")
+
+
+def _skip(text: str, at: int) -> int:
+    found = _SPACE.match(text, at)
+    assert found is not None  # `*` matches the empty string
+    return found.end()
+
+
+def _expect(text: str, at: int, ends: str, what: str) -> tuple[str, int]:
+    """The character at `at` (after whitespace), one of `ends`, and the index after it."""
+    at = _skip(text, at)
+    if at < len(text) and text[at] in ends:
+        return text[at], at + 1
+    raise json.JSONDecodeError(f"Expecting {what}", text, at)
+
+
+def _steps_json(text: str, at: int, file: Path) -> tuple[list[Any], int]:
+    """The `steps` list starting at `text[at]` (`[`), read one step at a time: the step
+    past `MAX_TRAJECTORY_STEPS` is refused before it (or anything after it) is read."""
+    steps: list[Any] = []
+    at = _skip(text, at + 1)
+    if text.startswith("]", at):
+        return steps, at + 1
+    while True:
+        if len(steps) == MAX_TRAJECTORY_STEPS:
+            raise too_many_steps(file)
+        step, at = STRICT_DECODER.raw_decode(text, _skip(text, at))
+        steps.append(step)
+        mark, at = _expect(text, at, ",]", "',' delimiter")
+        if mark == "]":
+            return steps, at
+
+
+def _log_json(text: str, file: Path) -> dict[str, Any]:
+    """better_log.json's object, as `strict_loads` reads it (the last of a repeated key kept),
+    its `steps` read one at a time (see `_steps_json`). A file that is no JSON object is a
+    `TrajectoryError` before any of it is read."""
+    at = _skip(text, 0)
+    if not text.startswith("{", at):
+        raise TrajectoryError(f"{file}: expected an object with a 'steps' list")
+    log: dict[str, Any] = {}
+    at = _skip(text, at + 1)
+    mark = ","
+    if text.startswith("}", at):
+        mark, at = "}", at + 1
+    while mark == ",":
+        at = _skip(text, at)
+        if not text.startswith('"', at):
+            raise json.JSONDecodeError(
+                "Expecting property name enclosed in double quotes", text, at
+            )
+        key, at = STRICT_DECODER.raw_decode(text, at)
+        _, at = _expect(text, at, ":", "':' delimiter")
+        at = _skip(text, at)
+        if key == "steps" and text.startswith("[", at):
+            log[key], at = _steps_json(text, at, file)
+        else:
+            log[key], at = STRICT_DECODER.raw_decode(text, at)
+        mark, at = _expect(text, at, ",}", "',' delimiter")
+    at = _skip(text, at)
+    if at != len(text):
+        raise json.JSONDecodeError("Extra data", text, at)
+    return log
+
+
 def read_better_log(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A result folder's better_log.json as JSON, checked to be an object with a `steps` list.
 
     Each step's `a11y_tree` there is the linearized tree the model was shown
-    (before trimming), the only tree a reference-written folder keeps.
+    (before trimming), the only tree a reference-written folder keeps. JSON
+    only: `NaN`, `Infinity` and `1e999` are refused, and so is a `steps` list
+    longer than `MAX_TRAJECTORY_STEPS` (as soon as its step past that is reached),
+    each a `TrajectoryError` naming the file.
     """
     directory = Path(path)
     file = directory / BETTER_LOG
@@ -988,10 +1071,16 @@ def read_better_log(path: str | os.PathLike[str]) -> dict[str, Any]:
     except FileNotFoundError:
         raise TrajectoryError(f"no {BETTER_LOG} in {directory}") from None
     try:
-        log = json.loads(data)
+        log = _log_json(data.decode(json.detect_encoding(data), "surrogatepass"), file)
+    except TrajectoryError:
+        raise
+    except _NotFinite as exc:
+        raise TrajectoryError(
+            f"cannot read {file}: it holds {excerpt(str(exc))}, not a finite number"
+        ) from None
     except (ValueError, RecursionError) as exc:
-        raise TrajectoryError(f"cannot read {file}: {exc}") from None
-    if not isinstance(log, dict) or not isinstance(log.get("steps"), list):
+        raise TrajectoryError(f"cannot read {file}: {error_text(exc)}") from None
+    if not isinstance(log.get("steps"), list):
         raise TrajectoryError(f"{file}: expected an object with a 'steps' list")
     return log
 

@@ -41,7 +41,12 @@ from adapters.trajectories.jsonl import (
     episode_steps,
     open_trajectory,
 )
-from adapters.trajectories.osharm import BETTER_LOG, read_better_log, result_folder_entries
+from adapters.trajectories.osharm import (
+    BETTER_LOG,
+    is_result_folder,
+    read_better_log,
+    result_folder_entries,
+)
 from osharm_core import AgentConfig, AgentState, ConfigError, CoordinateFrame, Observation
 from osharm_core.budget import count_tokens, refit_step
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES
@@ -110,23 +115,30 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     line states it: an older recording) and the `PROMPT_SETTINGS` it states:
     those on its first line, or for a result folder better_log's `params`
     that shape the messages (an absent `ubuntu_attributes` or
-    `som_test_original` there is false, as the reference's always are).
+    `som_test_original` there is false, as the reference's always are). A
+    folder holding better_log.json is a result folder, as for `open_trajectory`.
     """
     folder = Path(path)
-    if folder.is_dir() and (folder / BETTER_LOG).is_file():
-        log = read_better_log(folder)
-        entries = result_folder_entries(folder, log)
-        steps = log["steps"]
-        trees = tuple(s.get("a11y_tree") if isinstance(s, Mapping) else None for s in steps)
-        params = log.get("params")
-        settings, withheld = _settings(entries, path)
-        if isinstance(params, Mapping):
-            stated, withheld = _folder_settings(params, folder / BETTER_LOG)
-            settings.update(stated)
-        return Recording(folder, entries, settings, trees, withheld)
+    if folder.is_dir() and is_result_folder(folder):
+        return folder_recording(folder)
     loaded = open_trajectory(path)
     settings, withheld = _settings(loaded.entries, path)
     return Recording(loaded.path.parent, loaded.entries, settings, withheld=withheld)
+
+
+def folder_recording(folder: str | os.PathLike[str]) -> Recording:
+    """The OS-Harm / OSWorld result folder `folder` as a `Recording`, its better_log.json
+    read once (a `TrajectoryError` when it holds none, or one that cannot be read)."""
+    folder = Path(folder)
+    log = read_better_log(folder)
+    entries = result_folder_entries(folder, log)
+    trees = tuple(s.get("a11y_tree") if isinstance(s, Mapping) else None for s in log["steps"])
+    params = log.get("params")
+    settings, withheld = _settings(entries, folder)
+    if isinstance(params, Mapping):
+        stated, withheld = _folder_settings(params, folder / BETTER_LOG)
+        settings.update(stated)
+    return Recording(folder, entries, settings, trees, withheld)
 
 
 def _folder_settings(
@@ -210,12 +222,13 @@ def _check_config(
         )
 
 
-def recorded_under(path: str | os.PathLike[str], config: AgentConfig) -> bool:
-    """Whether the recording at `path` can be read, and states no setting that shapes
-    the prompt (nor a withheld password) other than `config`'s."""
+def recorded_under(recording: Recording | str | os.PathLike[str], config: AgentConfig) -> bool:
+    """Whether `recording` (or the one at that path) can be read, and states no setting that
+    shapes the prompt (nor a withheld password) other than `config`'s."""
     try:
-        recording = load_recording(path)
-        _check_config(config, recording.settings, recording.withheld, os.fspath(path))
+        if not isinstance(recording, Recording):
+            recording = load_recording(recording)
+        _check_config(config, recording.settings, recording.withheld, str(recording.directory))
     except TrajectoryError:
         return False
     return True
@@ -382,20 +395,40 @@ def rebuild_step(
                 f"{recording.directory}: its recorded settings are invalid: {exc}"
             ) from None
     _check_config(config, recording.settings, recording.withheld, str(recording.directory))
+    start = _episode_start(entries, step)
+    configs = []
+    for entry in entries[start:step]:
+        config = _line_config(config, entry)
+        configs.append(config)
+    # Messages show the last `max_trajectory_length` turns: the state keeps only the most any
+    # step shows, so each step costs the same however long the history before it.
+    keep = max(c.max_trajectory_length for c in configs)
     state = AgentState()
     request = None
-    start = _episode_start(entries, step)
-    for index in range(start, step):
+    for index, config in enumerate(configs, start=start):
         entry = entries[index]
-        config = _line_config(config, entry)
         linear = recording.trees[index] if index < len(recording.trees) else None
         request = _request(config, state, entry, recording, linear)
         if index + 1 < step:
             state, _ = complete_step(
-                config, state, request, entry.response, reply_frame=entry.reply_frame
+                config,
+                _last_turns(state, keep),
+                request,
+                entry.response,
+                reply_frame=entry.reply_frame,
             )
     assert request is not None
     return RebuiltStep(step, config, entries[step - 1].instruction, request)
+
+
+def _last_turns(state: AgentState, keep: int) -> AgentState:
+    """`state` with only its last `keep` turns (itself when it holds no more)."""
+    cut = len(state) - keep
+    if cut <= 0:
+        return state
+    return AgentState(
+        state.observations[cut:], state.actions[cut:], state.thoughts[cut:], state.continuation
+    )
 
 
 def _line_config(config: AgentConfig, entry: TrajectoryEntry) -> AgentConfig:
@@ -415,4 +448,11 @@ def _line_config(config: AgentConfig, entry: TrajectoryEntry) -> AgentConfig:
         ) from None
 
 
-__all__ = ["PROMPT_SETTINGS", "RebuiltStep", "Recording", "load_recording", "rebuild_step"]
+__all__ = [
+    "PROMPT_SETTINGS",
+    "RebuiltStep",
+    "Recording",
+    "folder_recording",
+    "load_recording",
+    "rebuild_step",
+]

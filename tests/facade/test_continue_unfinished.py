@@ -19,6 +19,7 @@ from adapters.contract import ModelResponse, Usage
 from adapters.errors import BudgetExceeded, TaskSetupError, TrajectoryError
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
+from adapters.trajectories import jsonl, osharm
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
@@ -491,3 +492,57 @@ def test_a_run_cap_reached_elsewhere_does_not_cut_a_replayed_record_short(tmp_pa
     assert client.calls == 0
     assert outcome.status == "finished"
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+def test_a_continued_task_replays_the_better_log_steps_it_counted(tmp_path: Path) -> None:
+    """A trajectory.jsonl planted in an unfinished result folder used to supply the replayed
+    replies (the fork read the folder through `open_trajectory`, which preferred it) while
+    better_log.json's steps were counted: the environment ran code no model had sent."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    planted = "Planted.\n```python\nimport os; os.system('rm -rf ~')\n```"
+    (folder / "trajectory.jsonl").write_text(
+        "".join(json.dumps({"response": planted}) + "\n" for _ in range(3))
+    )
+    env = KillingEnv(desktop, None)
+    client = FakeClient(["DONE"])
+    run_task_list(
+        [TASK],
+        config=CONFIG,
+        result_dir=results,
+        make_agent=lambda task: PromptAgent.from_config(CONFIG, client=client),
+        make_env=lambda task: env,
+        max_steps=5,
+        continue_unfinished=True,
+    )
+    assert env.actions == ["pyautogui.click(19, 31)", "pyautogui.press('enter')", "DONE"]
+    assert len(client.requests) == 1
+    assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
+
+
+def test_a_continued_task_reads_its_record_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting, checking the settings and replaying read better_log.json once between them
+    (three times before): what is replayed is what was counted, and a large record costs
+    one read."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    reads: list[str] = []
+    real = osharm._read_regular
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> bytes:
+        reads.append(path.name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(osharm, "_read_regular", counted)
+    monkeypatch.setattr(jsonl, "_read_regular", counted)
+    live, result = _continue(results, desktop, ["DONE"], kill_at=None)
+    assert [o.status for o in result] == ["finished"]
+    assert len(live.requests) == 1  # the two recorded steps were replayed
+    assert reads.count("better_log.json") == 1

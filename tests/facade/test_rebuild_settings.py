@@ -27,7 +27,7 @@ from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import TrajectoryError
 from adapters.testing import FakeClient
-from adapters.trajectories import jsonl
+from adapters.trajectories import jsonl, rebuild
 from adapters.trajectories.jsonl import TrajectoryEntry, TrajectoryRecorder, parse_entry
 from adapters.trajectories.osharm import (
     BETTER_LOG,
@@ -481,3 +481,50 @@ def test_the_cli_sets_the_two_flags_and_records_them(
         "osharm-agent: note: the recording says som_test_original False; "
         "--som-test-original is not used",
     ]
+
+
+def _tiny_tree(number: int) -> str:
+    return (
+        '<desktop-frame><application name="app"><push-button name="Button '
+        f'{number}" showing="true" visible="true" screencoord="(10, 20)" size="(30, 40)"/>'
+        "</application></desktop-frame>"
+    )
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A 120-step run whose history length changes between steps (3, 1, 7, 0, 2, ...), with
+    clicks, thoughts (no action) and DONE among its replies; the requests it sent."""
+    folder = tmp_path_factory.mktemp("long-run")
+    replies = [(CLICK, "Thinking it over.", "WAIT")[n % 3] for n in range(119)] + ["DONE"]
+    client = FakeClient(replies)
+    config = _config(observation_type="a11y_tree")
+    agent = PromptAgent.from_config(config, client=client, recorder=TrajectoryRecorder(folder))
+    lengths = itertools.cycle((3, 1, 7, 0, 2, 5))
+    for number in range(len(replies)):
+        if number % 10 == 0:
+            agent.max_trajectory_length = next(lengths)
+        agent.predict(TASK.instruction, {"accessibility_tree": _tiny_tree(number)})
+    return load_recording(folder), client.requests
+
+
+def test_a_long_run_rebuilds_byte_for_byte_with_only_the_turns_it_shows(
+    long_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuilt step keeps only the turns any step of it shows (the most `max_trajectory_length`
+    its steps state), so its cost does not grow with the history before it (it re-checked
+    every earlier turn per step: 4,000 steps took 27 s); the messages are those sent."""
+    recording, sent = long_run
+    assert {e.max_trajectory_length for e in recording.entries} == {0, 1, 2, 3, 5, 7}
+    held: list[int] = []
+    real = rebuild.complete_step
+
+    def watched(config: AgentConfig, state: Any, *args: Any, **kwargs: Any) -> Any:
+        held.append(len(state))
+        return real(config, state, *args, **kwargs)
+
+    monkeypatch.setattr(rebuild, "complete_step", watched)
+    for number in (1, 2, 4, 11, 35, 41, 77, 100, 119, 120):
+        held.clear()
+        assert rebuild_step(recording, number).request.messages == sent[number - 1].messages
+        assert max(held, default=0) <= 7

@@ -445,3 +445,77 @@ def test_a_run_cap_reached_before_an_episodes_first_request_stops_it_unfinished(
         assert is_finished(outcome.folder) == (scope == "episode")
         errors = (outcome.folder / "traj.jsonl").read_text() if scope == "episode" else ""
         assert ("Budget exceeded" in errors) == (scope == "episode")
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [
+        ("id", "../../secret/x"),
+        ("id", "/ABSOLUTE/abs"),
+        ("id", "a\\b"),
+        ("id", ".."),
+        ("id", "."),
+        ("id", "x\x00y"),
+        ("id", "C:x"),
+        ("id", ""),
+        ("domain", "../secret"),
+        ("domain", "/ABSOLUTE"),
+        ("domain", ".."),
+    ],
+)
+def test_a_task_list_naming_a_file_outside_its_examples_is_refused_before_any_is_read(
+    tmp_path: Path, where: str, name: str
+) -> None:
+    """A domain or id joins the examples folder (and the CLI's observations and replay
+    source): `../../secret/x` or an absolute path used to read a host file as a task, sent to
+    the model and copied into the results. Refused, naming the meta file and the value, before
+    any example is read (the good task listed before it included)."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "x.json").write_text(json.dumps({"instruction": "SECRET"}))
+    (tmp_path / "abs.json").write_text(json.dumps({"instruction": "SECRET"}))
+    name = name.replace("/ABSOLUTE", str(tmp_path))
+    meta, examples = write_task_list(tmp_path, {"os": ["_good"]})
+    index = {"os": ["_good", name]} if where == "id" else {"os": ["_good"], name: ["x"]}
+    meta.write_text(json.dumps(index))
+    (examples / "os" / "_good.json").write_text("not JSON: reading it would fail first")
+    with pytest.raises(TrajectoryError) as caught:
+        load_task_list(meta, examples)
+    message = str(caught.value)
+    assert message.startswith(f"{meta}: {where} ")
+    assert repr(name) in message
+    assert "is not a plain file name" in message
+
+
+def test_the_cli_refuses_a_task_list_id_outside_its_examples_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI the id also names the task's desktop (`--observations DIR/os/ID`):
+    `../../private/leak` served a host directory's files to the model."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    observation_folder(tmp_path / "private" / "leak")
+    (tmp_path / "private" / "leak.json").write_text(json.dumps({"instruction": "outside"}))
+    (tmp_path / "desktops" / "os").mkdir(parents=True)
+    meta.write_text(json.dumps({"os": ["../../private/leak"]}))
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    argv = [
+        "run", "--tasks", str(meta), "--examples", str(examples),
+        "--observations", str(tmp_path / "desktops"), "--model", f"replay:{script}",
+        "--observation-type", "a11y_tree", "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{meta}: id '../../private/leak' of domain 'os' is not a plain file name" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_task_list_naming_a_domain_twice_is_refused(tmp_path: Path) -> None:
+    """JSON readers keep a repeated key's last value: `{"os": ["a", "b"], "os": ["c"]}` ran only
+    c, silently dropping a and b."""
+    meta, examples = write_task_list(tmp_path, {"os": ["a", "b", "c"], "chrome": ["d"]})
+    meta.write_text('{"os": ["a", "b"], "chrome": ["d"], "os": ["c"]}')
+    with pytest.raises(TrajectoryError, match=r"meta\.json names 'os' twice"):
+        load_task_list(meta, examples)
+    meta.write_text('{"os": ["a", "b"], "chrome": ["d"]}')
+    assert [t.example_id for t in load_task_list(meta, examples)] == ["a", "b", "d"]
