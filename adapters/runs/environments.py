@@ -349,6 +349,12 @@ class _InThread:
         """Whether the environment moves once per model turn (a paced `ReplayEnv`)."""
         return getattr(self.env, "per_turn", False) is True
 
+    @property
+    def recording_problem(self) -> str | None:
+        """Why the environment's screen recording did not start, if it did not (`OSWorldServerEnv`)."""
+        problem = getattr(self.env, "recording_problem", None)
+        return problem if isinstance(problem, str) else None
+
     async def begin_turn(self) -> Any:
         """The environment's `begin_turn()` (see `ReplayEnv`), in a worker thread."""
         return await self._call(self.env.begin_turn)  # type: ignore[attr-defined]

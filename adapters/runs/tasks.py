@@ -369,11 +369,20 @@ async def _aclose(close: Callable[[], Awaitable[None]]) -> str:
     return ""
 
 
-def _noted(outcome: TaskOutcome, closing: str) -> TaskOutcome:
-    """`outcome` with a failed close added to its detail."""
-    if not closing:
+def _noted(outcome: TaskOutcome, closing: str, env: object = None) -> TaskOutcome:
+    """`outcome` with a failed close added to its detail, and for a finished episode whose
+    screen recording (`--record`) did not start, why: the folder is finished without its
+    video, and a rerun skips it unless told otherwise."""
+    problem = getattr(env, "recording_problem", None)
+    unrecorded = (
+        f"unrecorded: {problem}"
+        if outcome.status == "finished" and isinstance(problem, str)
+        else ""
+    )
+    notes = [note for note in (outcome.detail, unrecorded, closing) if note]
+    if notes == [outcome.detail] or not notes:
         return outcome
-    return attrs.evolve(outcome, detail="; ".join(filter(None, (outcome.detail, closing))))
+    return attrs.evolve(outcome, detail="; ".join(notes))
 
 
 def _skipped(task: OsworldTask, folder: Path) -> TaskOutcome:
@@ -538,7 +547,7 @@ def run_task_list(
                 outcome = meter.outcome(folder, "finished", started, score, writer=writer)
             finally:
                 closing = _close(env.close)
-            outcome = _noted(outcome, closing)
+            outcome = _noted(outcome, closing, env)
         hears.ended(outcome)
         report(outcome)
         outcomes.append(outcome)
@@ -638,7 +647,7 @@ async def arun_task(
         outcome = meter.outcome(folder, "finished", started, score, writer=writer)
     finally:
         closing = await _aclose(env.close)
-    outcome = _noted(outcome, closing)
+    outcome = _noted(outcome, closing, env)
     hears.ended(outcome)
     return outcome
 

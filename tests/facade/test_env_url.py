@@ -128,7 +128,9 @@ def test_a_recording_left_on_by_a_killed_run_is_ended_and_every_task_recorded(
     episode recorded from its start."""
     vm = RecordingVm(vm_server, recording=True)
     assert main(_args(tmp_path, "--env-url", vm_server.base_url, "--record")) == 0
-    assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "summary: 3 task(s): 3 finished" in out
+    assert "unrecorded" not in out
     paths = [r.path for r in vm_server.requests if "record" in r.path]
     assert (
         paths
@@ -155,7 +157,12 @@ def test_a_recording_that_will_not_start_leaves_the_episode_unrecorded_not_faile
     vm_server.route("POST", r"/start_recording", lambda _: Reply(400, {"status": "error"}))
     vm_server.route("POST", r"/end_recording", lambda _: Reply(400, {"status": "error"}))
     assert main(_args(tmp_path, "--env-url", vm_server.base_url, "--record")) == 0
-    assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "summary: 3 task(s): 3 finished" in out
+    # Each task's own line says it went unrecorded, and why (the warning names only the VM).
+    unrecorded = [line for line in out.splitlines() if "finished: unrecorded: " in line]
+    assert len(unrecorded) == 3
+    assert all("POST /start_recording: HTTP 400" in line for line in unrecorded)
     paths = [r.path for r in vm_server.requests if "record" in r.path]
     assert paths == ["/start_recording", "/end_recording", "/start_recording"] * 3
     assert not list((tmp_path / "results").rglob("recording.mp4*"))
