@@ -282,8 +282,6 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
         raise _bad_turn(index, f"got {_quoted(turn)}")
     if type(turn) is tuple and set(map(type, turn)) <= _STORED_TYPES:
         return turn  # stored already (the history of an evolved state)
-    from osharm_core.parsing import MAX_ACTION_DEPTH, _too_deep  # parsing imports this module
-
     stored: list[StoredAction] = []
     for action in turn:
         if isinstance(action, str | FrozenAction):
@@ -291,18 +289,46 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
             continue
         if not isinstance(action, dict):
             raise _bad_turn(index, f"one is {_quoted(action)}")
-        if _too_deep(action):
-            raise StateError(
-                f"AgentState: actions[{index}] holds an action nested more than "
-                f"{MAX_ACTION_DEPTH} levels deep (the most a parsed reply holds)"
-            )
-        try:
-            stored.append(FrozenAction(action))
-        except RecursionError:  # tuples inside, which the depth count does not read
-            raise StateError(
-                f"AgentState: actions[{index}] holds an action nested too deeply"
-            ) from None
+        problem = _not_json(action)
+        if problem is not None:
+            raise StateError(f"AgentState: actions[{index}] holds an action {problem}")
+        stored.append(FrozenAction(action))
     return tuple(stored)
+
+
+#: Values an action may hold at its leaves: what JSON writes and reads back equal.
+_JSON_LEAVES: Final = (str, int, float, bool, type(None))
+
+
+def _not_json(action: dict[Any, Any]) -> str | None:
+    """What keeps `action` from being JSON that reads back equal, if anything: a key that is
+    not a string, a value JSON cannot hold (a set, bytes, an object), or nesting deeper than
+    a parsed reply holds. Walked without recursion, tuples included."""
+    from osharm_core.parsing import MAX_ACTION_DEPTH  # parsing imports this module
+
+    stack: list[tuple[object, int]] = [(action, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, _JSON_LEAVES):
+            continue
+        if isinstance(item, dict):
+            bad_key = next((key for key in item if not isinstance(key, str)), _NO_KEY)
+            if bad_key is not _NO_KEY:
+                return f"with a key that is not a string ({_quoted(bad_key)})"
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            return f"holding {_quoted(item)}, which JSON cannot hold"
+        if item and depth > MAX_ACTION_DEPTH:
+            return (
+                f"nested more than {MAX_ACTION_DEPTH} levels deep (the most a parsed reply holds)"
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+_NO_KEY: Final = object()
 
 
 _STORED_TYPES: Final = frozenset({str, FrozenAction})

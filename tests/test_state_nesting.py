@@ -48,10 +48,29 @@ def test_an_action_nesting_tuples_deeply_is_a_state_error() -> None:
     deep: Any = 1
     for _ in range(100_000):
         deep = (deep,)
-    with pytest.raises(StateError, match=r"actions\[0\] holds an action nested too deeply"):
+    with pytest.raises(StateError, match=r"actions\[0\] holds an action nested more than 16"):
         AgentState(
             [ObservationRecord(None, "t")], [[{"action_type": "TYPING", "text": deep}]], ["x"]
         )
+
+
+@pytest.mark.parametrize(
+    ("action", "problem"),
+    [
+        ({1: "x"}, "a key that is not a string (int 1)"),
+        ({"action_type": "TYPING", "text": {"a", "b"}}, "which JSON cannot hold"),
+        ({"action_type": "TYPING", "text": b"abc"}, "which JSON cannot hold"),
+        ({"action_type": "CLICK", "x": [object()]}, "which JSON cannot hold"),
+    ],
+)
+def test_an_action_json_cannot_read_back_equal_is_a_state_error(
+    action: dict[Any, Any], problem: str
+) -> None:
+    """A caller's action with a non-string key or a value JSON cannot hold was stored, and
+    then to_json could not be written or read back equal; it is refused, naming the turn."""
+    with pytest.raises(StateError, match=r"actions\[0\] holds an action") as caught:
+        AgentState([ObservationRecord(None, "t")], [[action]], ["x"])
+    assert problem in str(caught.value)
 
 
 def test_the_deepest_parsable_action_round_trips() -> None:
