@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any, Final
 
 
@@ -31,8 +32,11 @@ def _refused(text: str) -> float:
 STRICT_DECODER: Final = json.JSONDecoder(parse_constant=_refused, parse_float=_finite)
 
 
-def strict_loads(data: str | bytes) -> Any:
-    """`json.loads(data)`, refusing non-finite numbers with `_NotFinite` (a `ValueError`).
+def strict_loads(
+    data: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None
+) -> Any:
+    """`json.loads(data)`, refusing non-finite numbers with `_NotFinite` (a `ValueError`);
+    `object_pairs_hook` as `json.loads` takes it.
 
     >>> strict_loads('{"x": 1.5}')
     {'x': 1.5}
@@ -40,7 +44,9 @@ def strict_loads(data: str | bytes) -> Any:
     Traceback (most recent call last):
     adapters._strict_json._NotFinite: NaN
     """
-    return json.loads(data, parse_constant=_refused, parse_float=_finite)
+    return json.loads(
+        data, parse_constant=_refused, parse_float=_finite, object_pairs_hook=object_pairs_hook
+    )
 
 
 __all__ = ["STRICT_DECODER", "strict_loads"]

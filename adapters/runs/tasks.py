@@ -13,7 +13,6 @@ finished task nor keeps half of an unfinished one.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import Any, Final
 import attrs
 
 from adapters._files import MAX_JSON_BYTES, read_regular
+from adapters._strict_json import _NotFinite, strict_loads
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
@@ -93,7 +93,11 @@ def _json(path: Path, *, unique: bool = False) -> Any:
     except FileNotFoundError:
         raise TrajectoryError(f"no such task file: {path}") from None
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique if unique else None)
+        return strict_loads(data.decode("utf-8"), object_pairs_hook=_unique if unique else None)
+    except _NotFinite as exc:
+        raise TrajectoryError(
+            f"cannot read {path}: it holds {excerpt(str(exc))}, not a finite number"
+        ) from None
     except _Repeated as exc:
         raise TrajectoryError(
             f"{path} names {excerpt(exc.args[0])} twice; each domain must be listed once "

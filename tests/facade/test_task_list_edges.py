@@ -519,3 +519,17 @@ def test_a_task_list_naming_a_domain_twice_is_refused(tmp_path: Path) -> None:
         load_task_list(meta, examples)
     meta.write_text('{"os": ["a", "b"], "chrome": ["d"]}')
     assert [t.example_id for t in load_task_list(meta, examples)] == ["a", "b", "d"]
+
+
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e999"])
+def test_a_task_file_holding_a_number_json_cannot_is_refused(tmp_path: Path, number: str) -> None:
+    """Task files are read as strictly as the records are written: a `NaN` in an example's
+    config would reach `env.reset` and then a result folder no strict reader takes."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    (examples / "os" / "_a.json").write_text(
+        '{"id": "_a", "instruction": "x", "config": [{"type": "sleep", "parameters": {"seconds": '
+        + number
+        + "}}]}"
+    )
+    with pytest.raises(TrajectoryError, match=rf"_a\.json: it holds '{number}', not a finite"):
+        load_task_list(meta, examples)
