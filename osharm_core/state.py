@@ -278,7 +278,7 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
     """One turn's actions stored frozen: the check both the constructor and `from_json` make."""
     if turn is None:
         return None
-    if not isinstance(turn, list | tuple):
+    if isinstance(turn, str | bytes | bytearray | Mapping) or not isinstance(turn, Iterable):
         raise _bad_turn(index, f"got {_quoted(turn)}")
     if type(turn) is tuple and set(map(type, turn)) <= _STORED_TYPES:
         return turn  # stored already (the history of an evolved state)
@@ -287,7 +287,7 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
         if isinstance(action, str | FrozenAction):
             stored.append(action)
             continue
-        if not isinstance(action, dict):
+        if not isinstance(action, Mapping):
             raise _bad_turn(index, f"one is {_quoted(action)}")
         problem = _not_json(action)
         if problem is not None:
@@ -300,7 +300,7 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
 _JSON_LEAVES: Final = (str, int, float, bool, type(None))
 
 
-def _not_json(action: dict[Any, Any]) -> str | None:
+def _not_json(action: Mapping[Any, Any]) -> str | None:
     """What keeps `action` from being JSON that reads back equal, if anything: a key that is
     not a string, a value JSON cannot hold (a set, bytes, an object), or nesting deeper than
     a parsed reply holds. Walked without recursion, tuples included."""
@@ -311,7 +311,7 @@ def _not_json(action: dict[Any, Any]) -> str | None:
         item, depth = stack.pop()
         if isinstance(item, _JSON_LEAVES):
             continue
-        if isinstance(item, dict):
+        if isinstance(item, Mapping):
             bad_key = next((key for key in item if not isinstance(key, str)), _NO_KEY)
             if bad_key is not _NO_KEY:
                 return f"with a key that is not a string ({_quoted(bad_key)})"

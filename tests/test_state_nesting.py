@@ -14,6 +14,7 @@ from osharm_core import (
     AgentConfig,
     AgentState,
     ConfigError,
+    FrozenAction,
     ObservationRecord,
     StateError,
     parse_actions_from_string,
@@ -71,6 +72,20 @@ def test_an_action_json_cannot_read_back_equal_is_a_state_error(
     with pytest.raises(StateError, match=r"actions\[0\] holds an action") as caught:
         AgentState([ObservationRecord(None, "t")], [[action]], ["x"])
     assert problem in str(caught.value)
+
+
+def test_any_mapping_is_an_action_and_any_iterable_a_turn() -> None:
+    """Hand-built states may hold a MappingProxyType or UserDict action, and a turn may be any
+    iterable of actions (not a string, which would be split into letters)."""
+    from collections import UserDict
+    from types import MappingProxyType
+
+    click = {"action_type": "CLICK", "x": 1, "y": 2}
+    for action in (MappingProxyType(click), UserDict(click)):
+        state = AgentState([ObservationRecord(None, "t")], [iter([action])], ["x"])
+        assert state.actions == ((FrozenAction(click),),)
+    with pytest.raises(StateError, match=r"actions\[0\] must be null or a list"):
+        AgentState([ObservationRecord(None, "t")], ["DONE"], ["x"])
 
 
 def test_the_deepest_parsable_action_round_trips() -> None:
