@@ -196,24 +196,32 @@ def is_recording(directory: str | os.PathLike[str]) -> bool:
 _STEP_STEM: Final = re.compile(r"step_([0-9]{1,40})(?:_(.*))?", re.DOTALL)
 
 
-def _saved_order(stems: set[str]) -> tuple[str, ...]:
-    """Stems that are all step files (`step_0`, `step_{N}_{stamp}`, `step_0001`: a result
-    folder or recording) by step number, then the rest of the name (the time stamp), then
-    the name itself, so `step_10_...` follows `step_9_...`, not `step_1_...`; any other set
-    of names in name order."""
-    found = [(_STEP_STEM.fullmatch(stem), stem) for stem in stems]
-    if not all(match is not None for match, _ in found):
+def _saved_order(stems: set[str], recording: bool) -> tuple[str, ...]:
+    """Step files (`step_0`, `step_{N}_{stamp}`, `step_0001`) by step number, then the rest of
+    the name (the time stamp), then the name itself, so `step_10_...` follows `step_9_...`,
+    not `step_1_...`; other names after them, by name. That is a recording's or result
+    folder's order whatever else it holds; a folder of your own is served so only when all
+    its names are step files, else in name order (`start.png` before `step_1.png`)."""
+    steps: list[tuple[int, str, str]] = []
+    others: list[str] = []
+    for stem in stems:
+        found = _STEP_STEM.fullmatch(stem)
+        if found is None:
+            others.append(stem)
+        else:
+            steps.append((int(found[1]), found[2] or "", stem))
+    if others and not recording:
         return tuple(sorted(stems))
-    keyed = [(int(match[1]), match[2] or "", stem) for match, stem in found if match is not None]
-    return tuple(stem for *_, stem in sorted(keyed))
+    return tuple(stem for *_, stem in sorted(steps)) + tuple(sorted(others))
 
 
 def observation_names(
     directory: str | os.PathLike[str], *, follow_links: bool = True
 ) -> tuple[str, ...]:
-    """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in name order;
-    when every stem is a step file (`step_N...`, as result folders and recordings name
-    them), by step number and then time stamp.
+    """The observations in a directory: each `NAME.png` / `NAME.xml` stem, in name order,
+    but step files (`step_N...`, as result folders and recordings name them) by step number
+    and then time stamp: in a recording (`is_recording`) always, first; in a folder of your
+    own when all its names are step files.
 
     Set-of-marks images (`*_som.png`) are derived, not observations, and are
     left out; a stem with only one of the two files still counts. With
@@ -230,7 +238,7 @@ def observation_names(
         and p.is_file()
         and not p.stem.endswith("_som")
     }
-    return _saved_order(stems)
+    return _saved_order(stems, is_recording(folder))
 
 
 def load_observation(

@@ -169,6 +169,9 @@ def test_a_result_folder_is_served_in_step_order_not_name_order(tmp_path: Path) 
         (folder / f"{stem}.xml").write_text("<desktop-frame/>")
     assert observation_names(folder, follow_links=False) == tuple(stems)
     assert ReplayEnv(folder).names == tuple(stems)
+    # A stray file in a result folder keeps the steps in step order, and comes after them.
+    (folder / "notes.png").write_bytes(b"")
+    assert ReplayEnv(folder).names == (*stems, "notes")
     mixed = tmp_path / "mine"
     mixed.mkdir()
     for stem in ("step_2", "start", "step_10", "step_01", "step_1"):
