@@ -380,11 +380,14 @@ class ResultWriter:
 
     def _claim(self) -> bool:
         """A deferred writer's folder, emptied, with the writes it held back done; whether
-        it was held (better_log.json is the caller's to write)."""
+        it was held (better_log.json is the caller's to write). The old better_log.json
+        stays until the caller replaces it: a run killed while the held files are written
+        leaves the record the next run continues from (it replays only better_log's replies)."""
         if self._held is None:
             return False
         held, self._held = self._held, None
-        self._empty(folder_files(self.directory))
+        log = self.directory / BETTER_LOG
+        self._empty([path for path in folder_files(self.directory) if path != log])
         for write in held:
             write()
         return True
@@ -543,8 +546,11 @@ class ResultWriter:
         that is not a finite number is an `EnvironmentFailure` and nothing is written."""
         if score is not None:
             finite_number("evaluate returned", score)
-        if self._claim() and self._step_texts:
-            self._write_log()
+        if self._claim():
+            if self._step_texts:
+                self._write_log()
+            else:
+                _remove(self.directory / BETTER_LOG)
         if score is not None:
             _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
         else:

@@ -352,6 +352,40 @@ def test_a_deferred_writer_holds_replayed_steps_until_a_live_one_then_writes_the
     assert (folder / "step_1_20300102@030405.png").read_bytes() == after["screenshot"]
 
 
+def test_a_kill_while_the_held_steps_are_written_keeps_the_record_to_continue_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claiming the folder empties it and writes the held steps before the new better_log:
+    a kill in between left no better_log.json, so the next run redid the task from its
+    start, asking again for every reply already paid for. The old log stays until replaced."""
+    desktop = observation_folder(tmp_path / "obs")
+    results = tmp_path / "results"
+    folder = result_folder(results, CONFIG, "os", "_one")
+    with pytest.raises(Killed):
+        _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
+    log = (folder / "better_log.json").read_bytes()
+    info = TaskInfo(instruction="Do it", domain="os", example_id="_one")
+    writer = ResultWriter(
+        folder, config=CONFIG, task=info, max_steps=5, overwrite=True, deferred=True
+    )
+    env = ReplayEnv(desktop)
+    first = env.reset()
+    writer.begin(first)
+    writer.prepaid = True
+    writer.model_step(CLICK, ["pyautogui.click(19, 31)"], first)
+
+    def killed(*_: Any) -> None:
+        raise Killed
+
+    # The kill lands on the first held write (step_0.png), after the folder was emptied.
+    monkeypatch.setattr(osharm, "_write_atomically", killed)
+    writer.prepaid = False
+    with pytest.raises(Killed):
+        writer.model_step("DONE", ["DONE"], first)
+    assert (folder / "better_log.json").read_bytes() == log
+    assert [e.response for e in load_result_folder(folder)][:1] == [CLICK]
+
+
 @pytest.mark.parametrize(
     "change",
     [{"max_trajectory_length": 1}, {"a11y_tree_max_tokens": 500}, {"client_password": "other"}],
