@@ -19,7 +19,9 @@ import io
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO
@@ -867,9 +869,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_on_retry_hooks([functools.partial(_say_retry, err)])
     agent_log, reported = logging.getLogger(DEFAULT_LOGGER), _ReportedHere()
     agent_log.addFilter(reported)
+    terminate = _TermAsInterrupt()
     try:
         args = build_parser().parse_args(argv)
-        return _COMMANDS[args.command](args, out)
+        with terminate:
+            return _COMMANDS[args.command](args, out)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except (UsageError, ConfigurationError, ConfigError, TrajectoryError, ObservationError) as exc:
@@ -887,11 +891,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OsharmError as exc:
         return _failed(err, _one_line(exc), 1)
     except KeyboardInterrupt:
+        if terminate.received:
+            print(f"{PROG}: terminated", file=err)
+            return 128 + signal.SIGTERM
         print(f"{PROG}: interrupted", file=err)
         return 130
     finally:
         set_on_retry_hooks(hooks)
         agent_log.removeFilter(reported)
+
+
+class _TermAsInterrupt:
+    """While a command runs (in the main thread), SIGTERM is handled as Ctrl-C: schedulers
+    (Slurm, Kubernetes, `timeout`) stop a job with it, and without a handler the process
+    died at once, leaving environments unclosed (VMs still recording) and episode calls cut
+    off; now episodes stop, environments close and whole steps are kept, as on Ctrl-C."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _TermAsInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = True
+        on_interrupt = signal.getsignal(signal.SIGINT)
+        if callable(on_interrupt):  # asyncio's graceful stop, or Python's KeyboardInterrupt
+            on_interrupt(signal.SIGINT, frame)
+        else:  # SIGINT ignored (a job started in the background): stop all the same
+            raise KeyboardInterrupt
 
 
 def _drop_stdout() -> None:

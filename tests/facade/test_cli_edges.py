@@ -7,9 +7,11 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -554,3 +556,36 @@ def test_a_vm_that_does_not_answer_is_named_by_its_env_url(
         assert main(argv) == 1
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith(f"osharm-agent: error: --env-url {dead}: GET /screenshot: ConnectError")
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "said"), [("SIGTERM", 143, "terminated"), ("SIGINT", 130, "interrupted")]
+)
+def test_sigterm_stops_a_run_as_ctrl_c_does(
+    tmp_path: Path, sent: str, status: int, said: str
+) -> None:
+    """Schedulers stop jobs with SIGTERM; without a handler the run died at once (environments
+    not closed, VMs left recording). It now stops as on Ctrl-C: one line, its own status,
+    and the unfinished tasks are run by the next run."""
+    root = EXAMPLE.parents[1]
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    desktop = observation_folder(tmp_path / "obs")
+    program = "import sys; from adapters.cli import main; sys.exit(main(sys.argv[1:]))"
+    with LoopbackServer(default_delay=30.0) as server:
+        argv = [
+            sys.executable, "-c", program, "run", "--tasks", str(meta), "--examples",
+            str(examples), "--observations", str(desktop), "--model", "compat/m",
+            "--base-url", server.base_url + "/v1", "--workers", "2", "--out", str(tmp_path / "out"),
+        ]  # fmt: skip
+        run = subprocess.Popen(
+            argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 2 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.05)
+        run.send_signal(getattr(signal, sent))
+        out, err = run.communicate(timeout=60)
+    assert run.returncode == status, err
+    assert err.endswith(f"osharm-agent: {said}\n")
+    assert "Traceback" not in err
+    assert "finished" not in out
