@@ -174,6 +174,24 @@ class PromptAgent:
         self._stepping = threading.Lock()  # held from a step's start to its end
         self.logger = logging.getLogger(DEFAULT_LOGGER)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The agent as `pickle` and `copy` take it, as OSWorld's `run_multienv.py` hands agents
+        to its worker processes (spawn start method): without its step lock (a new one is made)
+        and without a client it resolved from the model name itself (resolved again on first
+        use there); a client you gave is kept. An agent in the middle of a step raises
+        `AgentBusyError`."""
+        if self._stepping.locked():
+            raise AgentBusyError("cannot copy or pickle the agent while a step is under way")
+        state = self.__dict__.copy()
+        del state["_stepping"]
+        if not self._client_given:
+            state["_client"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._stepping = threading.Lock()
+
     @classmethod
     def from_config(
         cls,

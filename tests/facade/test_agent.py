@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import logging
+import multiprocessing
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -540,3 +543,31 @@ def test_a_failed_call_whose_error_cannot_be_printed_is_logged_by_its_type(
     assert "_Unprintable: <unprintable>; the trajectory is unchanged" in record.getMessage()
     assert "Logging error" not in capsys.readouterr().err
     assert len(agent.state) == 0
+
+
+def _spawned_agent_answers(agent: PromptAgent, queue: Any) -> None:
+    queue.put((type(agent).__name__, agent.predict("t", NOTES)[1], len(agent.state)))
+
+
+def test_an_agent_pickles_and_crosses_a_spawn_boundary_as_the_reference_does() -> None:
+    """OSWorld's run_multienv.py builds agents in the parent and hands them to worker
+    processes; with the spawn start method (macOS, and Linux's default from Python 3.14)
+    that pickles them, and the step lock made it fail. A resolved client is left behind
+    (resolved again there), a given one travels, and the state goes along."""
+    agent, _ = _agent([PY, PY])
+    agent.predict("t", NOTES)
+    twin = pickle.loads(pickle.dumps(agent))
+    assert (twin.config, twin.state) == (agent.config, agent.state)
+    assert twin.predict("t", NOTES)[1] == ["pyautogui.click(19, 31)"]
+    assert copy.deepcopy(agent).state == agent.state
+    resolved = PromptAgent(model="gpt-4o", observation_type="a11y_tree")
+    resolved._client = _agent([PY])[0].client  # as if resolved from the model name
+    assert pickle.loads(pickle.dumps(resolved))._client is None
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    fresh, _ = _agent([PY])
+    child = context.Process(target=_spawned_agent_answers, args=(fresh, queue))
+    child.start()
+    assert queue.get(timeout=60) == ("PromptAgent", ["pyautogui.click(19, 31)"], 1)
+    child.join(timeout=60)
+    assert child.exitcode == 0
