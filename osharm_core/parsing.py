@@ -250,7 +250,8 @@ def code_actions(
         fenced = split_fences(text)
         found = []
         for block in fenced.blocks:
-            found.extend(_block_actions(split_statements(block.content).strip()))
+            code = _inline_tagged(block, _INLINE_CODE_TAG).content
+            found.extend(_block_actions(split_statements(code).strip()))
         found.extend(_special_words_outside(fenced))
     kept = found[:limit]
     if masks is not None:
@@ -370,19 +371,22 @@ def _excerpt(text: str, limit: int = 80) -> str:
 
 #: `json`, whitespace, and content on the opening fence line itself (```json {...} ```).
 _INLINE_JSON_TAG: Final = re.compile(r"(json)[^\S\n]+(?=\S)", re.IGNORECASE)
+#: `python` (`python3`, `py`), whitespace, and code on the opening fence line itself
+#: (```python pyautogui.click(1, 2)```): left in, the code could never run.
+_INLINE_CODE_TAG: Final = re.compile(r"(python3?|py)[^\S\n]+(?=\S)", re.IGNORECASE)
 
 
-def _json_tagged(block: Block) -> Block:
-    """`block`, with a `json` that opens its fence line and has content after it on that
-    line read as its tag (a one-line json fence; elsewhere only a word alone is a tag)."""
-    match = None if block.tag else _INLINE_JSON_TAG.match(block.content)
+def _inline_tagged(block: Block, tag: re.Pattern[str]) -> Block:
+    """`block`, with a `tag` word that opens its fence line and has content after it on
+    that line read as its tag (a one-line fence; elsewhere only a word alone is a tag)."""
+    match = None if block.tag else tag.match(block.content)
     if match is None:
         return block
     return Block(block.number, match.group(1), block.content[match.end() :])
 
 
 def _block_json_actions(fenced: Fenced) -> Result[list[Action], ActionParseError]:
-    blocks = [_json_tagged(block) for block in fenced.blocks]
+    blocks = [_inline_tagged(block, _INLINE_JSON_TAG) for block in fenced.blocks]
     chosen = [b for b in blocks if b.tag.lower() == "json"] or blocks
     actions: list[Action] = []
     for block in chosen:

@@ -121,6 +121,28 @@ def test_one_line_and_empty_blocks(reply: str, expected: list[str]) -> None:
     assert parse_code_from_string(reply) == expected
 
 
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("```python pyautogui.click(1, 2)```", ["pyautogui.click(1, 2)"]),
+        ("```Python\tpyautogui.press('a')\n```", ["pyautogui.press('a')"]),
+        ("```py x = 1\ny = 2\n```", ["x = 1\ny = 2"]),
+        ("```python3 pyautogui.click(1, 2)\nDONE\n```", ["pyautogui.click(1, 2)", "DONE"]),
+        ("```pythonic x```", ["pythonic x"]),
+        (
+            "```import pyautogui\npyautogui.click(1, 2)```",
+            ["import pyautogui\npyautogui.click(1, 2)"],
+        ),
+    ],
+)
+def test_python_opening_a_fence_line_with_code_after_it_is_its_tag(
+    reply: str, expected: list[str]
+) -> None:
+    """`python` (`python3`, `py`) and code on the fence line: the code alone is the action, as
+    the reference reads it (kept with the tag, it could never run); other words stay code."""
+    assert parse_code_from_string(reply) == expected
+
+
 def test_blocks_come_in_order_and_pair_non_greedily() -> None:
     """Each fence is closed by the next one; blocks give actions in order; an unclosed fence is text."""
     reply = "First:\n```python\na()\n```\nthen\n```\nb()\n```\nand ```python\nc()"
