@@ -371,9 +371,14 @@ class AnthropicComputerProvider:
                 if block["text"].strip():
                     thoughts.append(block["text"])
             elif block.get("type") == "tool_use":
-                if block.get("name") != TOOL_NAME or not isinstance(block.get("id"), str):
+                if block.get("name") != TOOL_NAME:
                     raise ResponseDecodeError(
-                        f"tool_use of an undeclared tool or without an id: {excerpt(block.get('name'))}",
+                        f"tool_use of an undeclared tool: {excerpt(block.get('name'))}", **where
+                    )
+                if not isinstance(block.get("id"), str) or not block["id"]:
+                    # No tool_result could answer it: the next request would be refused.
+                    raise ResponseDecodeError(
+                        f"tool_use without an id to answer, got {excerpt(block.get('id'))}",
                         **where,
                     )
                 if any(block["id"] == seen for seen, _ in calls):

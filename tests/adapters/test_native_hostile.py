@@ -163,6 +163,19 @@ def test_two_tool_uses_with_one_id_are_refused() -> None:
         _interpret(ANTHROPIC, json.dumps(body))
 
 
+@pytest.mark.parametrize("tool_use_id", ["", None, 7, ["toolu_1"]], ids=repr)
+def test_a_tool_use_without_a_non_empty_string_id_is_refused(tool_use_id: Any) -> None:
+    """No tool_result could answer it (Anthropic refuses an empty tool_use_id): refused before
+    its gestures run, as a Responses call without a call_id is (an empty id was accepted)."""
+    body = _anthropic(action="left_click", coordinate=[10, 10])
+    body["content"][0]["id"] = tool_use_id
+    with pytest.raises(ResponseDecodeError, match="tool_use without an id to answer"):
+        _interpret(ANTHROPIC, json.dumps(body))
+    del body["content"][0]["id"]
+    with pytest.raises(ResponseDecodeError, match="tool_use without an id to answer"):
+        _interpret(ANTHROPIC, json.dumps(body))
+
+
 def test_a_request_json_cannot_carry_is_a_typed_error_and_nothing_is_sent(
     server: LoopbackServer,
 ) -> None:
