@@ -405,12 +405,21 @@ class ResponsesProvider:
         if not isinstance(output, list):
             raise ResponseDecodeError("reply has no output list", **where)
         read = _read_output(output, where)
+        given_id = body.get("id")
+        response_id = given_id if isinstance(given_id, str) and given_id else None
+        if response_id is None and (read.calls or read.safety_checks):
+            # Its calls could run but never be answered, and its pending checks would be lost:
+            # the next request starts a new chain that no longer refuses to go on.
+            raise ResponseDecodeError(
+                f"a reply with computer_calls has no response id to continue, "
+                f"got {excerpt(given_id)}",
+                **where,
+            )
         # Nothing at all (a refusal with no text, a budget spent on hidden reasoning) is an
         # empty reply, not a DONE: the model said nothing.
         reason = _finish_reason(body)
         stopped = early_stop(reason, NATURAL_STOPS)
         text = self._reply_text(request, read, stopped) if read.calls or read.thoughts else ""
-        response_id = body.get("id")
         native = native_record(read.items, provider=self.name, model=request.model)
         continuation = (
             Continuation(
@@ -419,7 +428,7 @@ class ResponsesProvider:
                 safety_checks=read.safety_checks,
                 native=native if self._keeps_calls(read) else "",
             )
-            if isinstance(response_id, str)
+            if response_id is not None
             else None
         )
         usage = body.get("usage")

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 from adapters.contract import ModelRequest
 from adapters.engine.client import HttpModelClient
-from adapters.errors import ConfigurationError, SafetyCheckPending, UnsupportedComputerAction
+from adapters.errors import (
+    ConfigurationError,
+    ResponseDecodeError,
+    SafetyCheckPending,
+    UnsupportedComputerAction,
+)
 from adapters.providers.anthropic import messages_usage
 from adapters.providers.anthropic_computer import AnthropicComputerProvider, tool_version_for
 from adapters.providers.computer_use import ScreenMap, screen_point
@@ -105,6 +110,40 @@ def test_ga_tool_is_declared_bare_and_answers_with_the_screenshot() -> None:
             "output": {"type": "computer_screenshot", "image_url": SHOT.data_url},
         }
     ]
+
+
+_NO_ID: list[Any] = [None, "", 7, ["resp_1"]]
+
+
+@pytest.mark.parametrize("tool", ["computer", "computer_use_preview"])
+@pytest.mark.parametrize("response_id", _NO_ID, ids=repr)
+@pytest.mark.parametrize("flagged", [False, True])
+def test_a_responses_reply_with_calls_and_no_id_is_refused(
+    tool: str, response_id: Any, flagged: bool
+) -> None:
+    """Its calls could run but never be answered, and a pending check would be lost (the next
+    step starting a fresh chain that no longer refuses): a decode error, as a missing call_id is."""
+    call: dict[str, Any] = {"type": "computer_call", "call_id": "c1", "action": {"type": "wait"}}
+    if flagged:
+        call["pending_safety_checks"] = [{"id": "sc1", "code": "malicious_instructions"}]
+    body: dict[str, Any] = {"status": "completed", "output": [call]}
+    if response_id is not None:
+        body["id"] = response_id
+    provider = ResponsesProvider(api_key=FAKE_KEY, tool=tool)
+    with pytest.raises(ResponseDecodeError, match="no response id to continue"):
+        provider.decode(_request("gpt-5.4"), body)
+
+
+@pytest.mark.parametrize("response_id", _NO_ID, ids=repr)
+def test_a_responses_reply_without_calls_or_id_starts_no_chain(response_id: Any) -> None:
+    """Prose alone without a usable id leaves no continuation: the next request sends the whole
+    history, never `previous_response_id: ""`."""
+    message = {"type": "message", "content": [{"type": "output_text", "text": "Done."}]}
+    body: dict[str, Any] = {"status": "completed", "output": [message]}
+    if response_id is not None:
+        body["id"] = response_id
+    reply = ResponsesProvider(api_key=FAKE_KEY, tool="computer").decode(_request("gpt-5.4"), body)
+    assert reply.continuation is None
 
 
 def test_unknown_responses_tool_is_refused() -> None:
