@@ -131,12 +131,20 @@ class _Reader:
     def text(self, args: Mapping[str, Any], name: str) -> str:
         text = args.get("text")
         if not isinstance(text, str):
-            raise UnsupportedComputerAction(f"{name}: 'text' must be a string, got {text!r}")
+            raise UnsupportedComputerAction(f"{name}: 'text' must be a string, got {excerpt(text)}")
         return text
 
-    def flag(self, args: Mapping[str, Any], field: str, default: bool) -> bool:
-        value = args.get(field, default)
-        return value if isinstance(value, bool) else default
+    def flag(self, args: Mapping[str, Any], field: str, default: bool, name: str) -> bool:
+        """A true/false argument, `default` when absent or null; anything else is refused
+        (`"false"` is not false)."""
+        value = args.get(field)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise UnsupportedComputerAction(
+                f"{name}: '{field}' must be true or false, got {excerpt(value)}"
+            )
+        return value
 
     def mod(self) -> str:
         return "command" if self.platform == "mac" else "ctrl"
@@ -144,7 +152,7 @@ class _Reader:
     def navigate(self, url: object) -> tuple[Gesture, ...]:
         if not isinstance(url, str) or not url.strip():
             raise UnsupportedComputerAction(
-                f"navigate: 'url' must be a non-empty string, got {url!r}"
+                f"navigate: 'url' must be a non-empty string, got {excerpt(url)}"
             )
         return (
             Gesture("keys", keys=(self.mod(), "l")),
@@ -156,13 +164,13 @@ class _Reader:
         gestures: list[Gesture] = []
         if at:
             gestures.append(Gesture("click", (self.point(args, name),)))
-            if self.flag(args, "clear_before_typing", True):
+            if self.flag(args, "clear_before_typing", True, name):
                 gestures += [
                     Gesture("keys", keys=(self.mod(), "a")),
                     Gesture("keys", keys=("backspace",)),
                 ]
         gestures.append(Gesture("type", text=self.text(args, name)))
-        if self.flag(args, "press_enter", at):
+        if self.flag(args, "press_enter", at, name):
             gestures.append(Gesture("keys", keys=("enter",)))
         return tuple(gestures)
 
@@ -263,7 +271,7 @@ def read_function_call(
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
-        raise UnsupportedComputerAction(f"{name}: args must be an object, got {args!r}")
+        raise UnsupportedComputerAction(f"{name}: args must be an object, got {excerpt(args)}")
     reader = _Reader(screen, platform, pixels_per_click)
     if name in _NOTHING:
         return ()
@@ -276,31 +284,61 @@ def read_function_call(
     return handler(args, name)
 
 
-def _calls(parts: Sequence[Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """(call id, name, args) of each functionCall part; the id is made up where the API gave none."""
+@attrs.frozen
+class _Call:
+    """One functionCall part: `given` says whether `call_id` is the API's own (sent back in
+    its answer) or made up here as `{index}:{name}` (the API gave none; the answer has none)."""
+
+    call_id: str
+    name: str
+    args: object
+    given: bool
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """The args when they are an object (else none: `read_function_call` refuses them)."""
+        return self.args if isinstance(self.args, Mapping) else {}
+
+
+def _calls(parts: Sequence[Any]) -> list[_Call]:
+    """Each functionCall part of a turn. Whether an id was given is read from the part itself,
+    never from the id's shape, so a record made before `_Call` existed reads the same."""
     found = []
     for index, part in enumerate(parts):
         call = part.get("functionCall") if isinstance(part, Mapping) else None
         if not isinstance(call, Mapping):
             continue
         name = call.get("name")
-        args = call.get("args")
         call_id = call.get("id")
         label = name if isinstance(name, str) else "?"
-        found.append(
-            (
-                call_id if isinstance(call_id, str) and call_id else f"{index}:{label}",
-                label,
-                args if isinstance(args, Mapping) else {},
-            )
-        )
+        given = call_id if isinstance(call_id, str) and call_id else None
+        found.append(_Call(given or f"{index}:{label}", label, call.get("args"), given is not None))
     return found
 
 
-def _safety_check(call_id: str, args: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def _ill_formed_id(parts: Sequence[Any]) -> str | None:
+    """What is wrong with the function-call ids of a reply: an id that is not a string, or one
+    given to two calls (both would run, the answers could not tell them apart)."""
+    seen: set[str] = set()
+    for part in parts:
+        call = part.get("functionCall") if isinstance(part, Mapping) else None
+        call_id = call.get("id") if isinstance(call, Mapping) else None
+        if call_id is None or call_id == "":
+            continue
+        if not isinstance(call_id, str):
+            return f"a function call id must be a string, got {excerpt(call_id)}"
+        if call_id in seen:
+            return f"two function calls share the id {excerpt(call_id)}"
+        seen.add(call_id)
+    return None
+
+
+def _safety_check(call: _Call) -> tuple[str, str, str] | None:
     """The call's pending safety check, failing closed: a `safety_decision` is pending unless
-    its `decision` is a string naming a regular one (an ill-typed decision is pending too)."""
-    decision = args.get("safety_decision")
+    its `decision` is a string naming a regular one (an ill-typed decision is pending too).
+    Args that are not an object hold none here, and the call is refused when converted."""
+    call_id = call.call_id
+    decision = call.fields.get("safety_decision")
     if decision is None:
         return None
     if not isinstance(decision, Mapping):
@@ -373,17 +411,13 @@ class GeminiComputerProvider:
         parts = [p for p in turn if _resendable(p)]
         # The ids come from the whole record, as `decode` made them: the parts left out of
         # the resent turn (an empty text) must not shift the made-up `{index}:{name}` ids.
-        names = {call_id: name for call_id, name, _ in _calls(turn)}
+        calls = _calls(turn)
+        self._check_record(continuation, turn, calls)
         responses: list[dict[str, Any]] = []
-        for call_id in continuation.call_ids:
-            if call_id not in names:
-                raise ConfigurationError(
-                    f"{self.name}: the continuation's native record has no function call "
-                    f"{call_id!r}; start a new chain (no continuation)"
-                )
-            response: dict[str, Any] = {"name": names[call_id], "response": {"status": "done"}}
-            if ":" not in call_id:
-                response["id"] = call_id
+        for call in calls:
+            response: dict[str, Any] = {"name": call.name, "response": {"status": "done"}}
+            if call.given:
+                response["id"] = call.call_id
             responses.append({"functionResponse": response})
         responses[-1]["functionResponse"]["parts"] = [
             {"inlineData": {"mimeType": media_type(screenshot), "data": screenshot.data}}
@@ -394,6 +428,23 @@ class GeminiComputerProvider:
         texts = [{"text": latest.text}] if latest.text else []
         contents.append({"role": "user", "parts": [*responses, *texts]})
 
+    def _check_record(
+        self, continuation: Continuation, turn: list[Any], calls: list[_Call]
+    ) -> None:
+        """Refuse a continuation whose calls are not its record's, in order, ids intact."""
+        ids = tuple(call.call_id for call in calls)
+        missing = next((c for c in continuation.call_ids if c not in ids), None)
+        problem = _ill_formed_id(turn)
+        if missing is not None:
+            problem = f"has no function call {missing!r}"
+        elif problem is None and continuation.call_ids != ids:
+            problem = f"holds the calls {list(ids)!r}, not {list(continuation.call_ids)!r}"
+        if problem is not None:
+            raise ConfigurationError(
+                f"{self.name}: the continuation's native record {problem}; "
+                "start a new chain (no continuation)"
+            )
+
     def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
         """The converted function calls as reply text, and the turn to answer next."""
         plain = self._plain().decode(request, body)
@@ -402,23 +453,24 @@ class GeminiComputerProvider:
         content = candidate.get("content") if isinstance(candidate, Mapping) else None
         parts = content.get("parts") if isinstance(content, Mapping) else None
         parts = parts if isinstance(parts, list) else []
+        problem = _ill_formed_id(parts)
+        if problem is not None:
+            raise ResponseDecodeError(problem, provider=self.name, model=request.model)
         calls = _calls(parts)
         thoughts = [plain.text] if plain.text.strip() else []
         thoughts += [
-            args["intent"]
-            for _, _, args in calls
-            if isinstance(args.get("intent"), str) and args["intent"]
+            call.fields["intent"]
+            for call in calls
+            if isinstance(call.fields.get("intent"), str) and call.fields["intent"]
         ]
-        checks = tuple(
-            c for call_id, _, args in calls if (c := _safety_check(call_id, args)) is not None
-        )
+        checks = tuple(c for call in calls if (c := _safety_check(call)) is not None)
         stopped = early_stop(plain.finish_reason, NATURAL_STOPS)
         text = (
             self._reply_text(request, thoughts, calls, checks, stopped) if calls or thoughts else ""
         )
         continuation = Continuation(
             response_id=str(body.get("responseId", "")) if isinstance(body, Mapping) else "",
-            call_ids=tuple(call_id for call_id, _, _ in calls),
+            call_ids=tuple(call.call_id for call in calls),
             safety_checks=checks,
             native=native_record(parts, provider=self.name, model=request.model),
         )
@@ -428,7 +480,7 @@ class GeminiComputerProvider:
         self,
         request: ModelRequest,
         thoughts: list[str],
-        calls: list[tuple[str, str, Mapping[str, Any]]],
+        calls: list[_Call],
         checks: tuple[tuple[str, str, str], ...],
         stopped: str | None,
     ) -> str:
@@ -439,10 +491,10 @@ class GeminiComputerProvider:
                 raise UnsupportedComputerAction(f"{len(calls)} function calls in one reply")
             gestures = [
                 g
-                for _, name, args in calls
+                for call in calls
                 for g in read_function_call(
-                    name,
-                    args,
+                    call.name,
+                    call.args,
                     screen=screen,
                     platform=self.platform,
                     pixels_per_click=self.pixels_per_click,

@@ -176,6 +176,41 @@ def test_a_tool_use_without_a_non_empty_string_id_is_refused(tool_use_id: Any) -
         _interpret(ANTHROPIC, json.dumps(body))
 
 
+@pytest.mark.parametrize("field", ["press_enter", "clear_before_typing"])
+@pytest.mark.parametrize("value", ["false", 0, 1, [], {}], ids=repr)
+def test_a_gemini_flag_that_is_not_true_or_false_is_refused(field: str, value: Any) -> None:
+    """`"false"` is not false: it was read as the default (Enter pressed, the field cleared)."""
+    args = {"x": 5, "y": 5, "text": "DROP TABLE", field: value}
+    with pytest.raises(ResponseDecodeError, match=f"'{field}' must be true or false"):
+        _interpret(GEMINI, json.dumps(_gemini("type_text_at", **args)))
+
+
+def test_a_gemini_flag_absent_or_null_is_its_default() -> None:
+    """type_text_at clears the field and presses Enter unless told not to."""
+    for extra in ({}, {"press_enter": None, "clear_before_typing": None}):
+        body = _gemini("type_text_at", x=5, y=5, text="hi", **extra)
+        assert "backspace" in _interpret(GEMINI, json.dumps(body)).text
+        assert "press('enter')" in _interpret(GEMINI, json.dumps(body)).text
+    body = _gemini(
+        "type_text_at", x=5, y=5, text="hi", press_enter=False, clear_before_typing=False
+    )
+    assert "backspace" not in _interpret(GEMINI, json.dumps(body)).text
+
+
+@pytest.mark.parametrize(
+    "args",
+    ["rm -rf ~", 7, [{"safety_decision": {"decision": "require_confirmation"}}]],
+    ids=repr,
+)
+def test_gemini_args_that_are_not_an_object_are_refused(args: Any) -> None:
+    """They were read as no args (so `go_back` ran, and a safety decision inside was missed):
+    the call is refused before any action, failing closed."""
+    body = _gemini("go_back")
+    body["candidates"][0]["content"]["parts"][0]["functionCall"]["args"] = args
+    with pytest.raises(ResponseDecodeError, match="go_back: args must be an object"):
+        _interpret(GEMINI, json.dumps(body))
+
+
 def test_a_request_json_cannot_carry_is_a_typed_error_and_nothing_is_sent(
     server: LoopbackServer,
 ) -> None:

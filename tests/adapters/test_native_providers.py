@@ -340,24 +340,106 @@ def test_gemini_answers_each_call_by_name_after_a_dropped_part() -> None:
 _junk_parts = st.sampled_from(
     [{"text": ""}, {"text": "Thinking."}, {"thought": True, "text": "hm"}, 7, "x", None, []]
 )
-_call_parts = st.sampled_from(["click_at", "hover_at", "wait_5_seconds"]).map(
-    lambda name: {"functionCall": {"name": name, "args": {"x": 1, "y": 1}}}
+#: Ids as the API may give them, ours made up (`{index}:{name}`) among them, or none.
+_call_ids = st.sampled_from(
+    [None, "", "call_1", "call:1", "0:click_at", "1:hover_at", "2:wait_5_seconds", "?"]
 )
 
 
+def _call_part(name: str, call_id: str | None) -> dict[str, Any]:
+    call: dict[str, Any] = {"name": name, "args": {"x": 1, "y": 1}}
+    if call_id is not None:
+        call["id"] = call_id
+    return {"functionCall": call}
+
+
+_call_parts = st.builds(
+    _call_part, st.sampled_from(["click_at", "hover_at", "wait_5_seconds"]), _call_ids
+)
+
+
+def _given_ids(parts: list[Any]) -> list[str]:
+    return [
+        p["functionCall"]["id"]
+        for p in parts
+        if isinstance(p, dict) and "functionCall" in p and p["functionCall"].get("id")
+    ]
+
+
 def _call_parts_in(parts: list[Any]) -> bool:
-    return any(isinstance(p, dict) and "functionCall" in p for p in parts)
+    ids = _given_ids(parts)
+    return any(isinstance(p, dict) and "functionCall" in p for p in parts) and len(ids) == len(
+        set(ids)
+    )
 
 
 @given(st.lists(_junk_parts | _call_parts, max_size=8).filter(_call_parts_in))
 def test_gemini_answers_match_the_resent_calls_whatever_surrounds_them(parts: list[Any]) -> None:
-    """Every call resent in the model turn gets its function response, by name and in order."""
+    """Every call resent in the model turn gets its function response, by name and in order,
+    carrying the call's own id unchanged when it has one (whatever the id looks like: one with
+    a ':' or equal to an id made up for another call was left out or answered twice)."""
     resent, answers = _gemini_answers(parts)
-    calls = [
-        p["functionCall"]["name"] for p in resent if isinstance(p, dict) and "functionCall" in p
-    ]
-    assert [a["name"] for a in answers] == calls
+    calls = [p["functionCall"] for p in resent if isinstance(p, dict) and "functionCall" in p]
+    assert [a["name"] for a in answers] == [c["name"] for c in calls]
+    assert [a.get("id") for a in answers] == [c.get("id") or None for c in calls]
     assert {"text": ""} not in resent
+
+
+def test_gemini_echoes_an_id_that_looks_made_up() -> None:
+    """The reviewer's cases: `call:1` is sent back, and a real `0:click_at` next to a call
+    without an id (made up as `0:click_at` too) answers each call once, by its own name."""
+    _, answers = _gemini_answers([_call_part("click_at", "call:1")])
+    assert answers[0]["id"] == "call:1"
+    _, answers = _gemini_answers(
+        [_call_part("click_at", None), _call_part("wait_5_seconds", "0:click_at")]
+    )
+    assert [(a["name"], a.get("id")) for a in answers] == [
+        ("click_at", None),
+        ("wait_5_seconds", "0:click_at"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ids", "problem"),
+    [
+        (["dup", "dup"], "two function calls share the id 'dup'"),
+        ([None, 7], "a function call id must be a string, got 7"),
+    ],
+)
+def test_gemini_calls_with_repeated_or_ill_typed_ids_are_refused(
+    ids: list[Any], problem: str
+) -> None:
+    """Both calls would run, then no answer could tell them apart and the API refuses every
+    later step: a decode error before any action, as for Anthropic and OpenAI."""
+    parts = [_call_part("click_at", ids[0]), _call_part("type_text_at", ids[1])]
+    parts[1]["functionCall"]["args"] |= {"text": "rm -rf ~"}
+    body = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}
+    with pytest.raises(ResponseDecodeError, match=problem):
+        GeminiComputerProvider(api_key=FAKE_KEY).decode(_request("gemini-3.5-flash"), body)
+
+
+def test_gemini_a_recorded_continuation_still_answers() -> None:
+    """A continuation as earlier versions recorded it (the same record and made-up ids) is
+    answered as before; one whose calls are not its record's, in order, is refused."""
+    record = json.dumps([_call_part("click_at", None), _call_part("hover_at", "call_7")])
+    messages = (
+        Message("user", (TextPart("Go."), SHOT)),
+        Message("assistant", (TextPart("x"),)),
+        Message("user", (TextPart("Next."), SHOT)),
+    )
+    provider = GeminiComputerProvider(api_key=FAKE_KEY)
+    old = Continuation("g", ("0:click_at", "call_7"), native=record)
+    contents = provider.encode(_request("gemini-3.5-flash", *messages, continuation=old)).json[
+        "contents"
+    ]
+    answers = [p["functionResponse"] for p in contents[-1]["parts"] if "functionResponse" in p]
+    assert [(a["name"], a.get("id")) for a in answers] == [
+        ("click_at", None),
+        ("hover_at", "call_7"),
+    ]
+    swapped = Continuation("g", ("call_7", "0:click_at"), native=record)
+    with pytest.raises(ConfigurationError, match="holds the calls"):
+        provider.encode(_request("gemini-3.5-flash", *messages, continuation=swapped))
 
 
 def test_gemini_call_ids_missing_from_the_record_are_refused() -> None:
