@@ -666,24 +666,39 @@ def _reads_as_special(line: str) -> bool:
     return len(pieces) == 1 and pieces[0].upper() in _SPECIAL
 
 
+def _reads_as_json(text: str) -> bool:
+    """Whether `text` as a whole is a JSON document (one nested past the parser's stack too)."""
+    try:
+        json.loads(text)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return True
+
+
 def quote_thought(text: str, action_space: str = "computer_13") -> str:
     """Model prose made inert for the action parsers: no fences, no line that reads as
     WAIT / DONE / FAIL (`DONE;` included), and in computer_13 (whose parser reads a reply
-    without blocks as JSON and searches its prose for objects) no braces.
+    without blocks as JSON and searches its prose for objects) no braces and no prose that
+    is a JSON document as a whole (`"DONE"`, `["FAIL"]`: its first line is quoted).
 
     >>> quote_thought("Done.\\nDONE\\n```python\\nx\\n```")
     "Done.\\n> DONE\\n'''python\\nx\\n'''"
     >>> print(quote_thought('Not {"action_type": "WAIT"}'), quote_thought("{}", "pyautogui"))
     Not ｛"action_type": "WAIT"｝ {}
-    >>> quote_thought("DONE;")
-    '> DONE;'
+    >>> quote_thought("DONE;"), quote_thought('["FAIL"]'), quote_thought('"DONE"', "pyautogui")
+    ('> DONE;', '> ["FAIL"]', '"DONE"')
     """
     if action_space == "computer_13":
         text = text.translate(_INERT_BRACES)
     lines = []
     for line in text.replace("```", "'''").splitlines():
         lines.append(f"> {line}" if _reads_as_special(line) else line)
-    return "\n".join(lines)
+    quoted = "\n".join(lines)
+    if action_space == "computer_13" and _reads_as_json(quoted):
+        return f"> {quoted}"
+    return quoted
 
 
 def signal(word: str, action_space: str) -> str:

@@ -559,11 +559,16 @@ _QUOTED_ACTIONS = st.sampled_from(
         "```json\n{}\n```",
     ]
 )
+#: Prose that is a whole JSON document the computer_13 parser reads as actions.
+_JSON_SPECIALS = st.lists(st.sampled_from(["DONE", "FAIL", "WAIT"]), max_size=3).flatmap(
+    lambda words: st.sampled_from([json.dumps(words), json.dumps(words[0]) if words else "[]"])
+)
 _PROSE = (
     any_text
     | hostile_replies()
     | disguised_special_words
     | st.tuples(any_text, _QUOTED_ACTIONS | disguised_special_words, any_text).map("".join)
+    | st.tuples(st.sampled_from(["", " ", "\n", "\t\n"]), _JSON_SPECIALS).map("".join)
 )
 
 
@@ -577,6 +582,20 @@ def test_a_stopped_reply_never_runs_its_prose(
     config = AgentConfig(action_space=space, observation_type="screenshot", model="m")
     reply = native.decode(_request(_MODELS[provider], action_space=space), body)
     assert parse_reply(config, reply.text) == ([] if space == "pyautogui" else None)
+
+
+@pytest.mark.parametrize(("provider", "reason"), _EARLY_STOPS)
+@pytest.mark.parametrize("prose", ['"DONE"', '["FAIL"]', ' ["DONE", "WAIT"]\n', '"WAIT"'])
+def test_a_stopped_reply_of_a_json_special_word_has_no_action(
+    provider: str, reason: str, prose: str
+) -> None:
+    """Prose that is a JSON string or list of special words was read as DONE / FAIL in
+    computer_13 (its parser takes such JSON): its first line is now quoted like `> DONE`."""
+    native, body = _prose_reply(provider, reason, prose)
+    config = AgentConfig(action_space="computer_13", observation_type="screenshot", model="m")
+    reply = native.decode(_request(_MODELS[provider], action_space="computer_13"), body)
+    assert reply.text.startswith("> ")
+    assert parse_reply(config, reply.text) is None
 
 
 @pytest.mark.parametrize(("provider", "reason"), _EARLY_STOPS)
