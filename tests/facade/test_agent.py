@@ -545,11 +545,9 @@ def test_a_failed_call_whose_error_cannot_be_printed_is_logged_by_its_type(
     assert len(agent.state) == 0
 
 
-def _spawned_agent_answers(agent: PromptAgent, queue: Any) -> None:
-    queue.put((type(agent).__name__, agent.predict("t", NOTES)[1], len(agent.state)))
-
-
-def test_an_agent_pickles_and_crosses_a_spawn_boundary_as_the_reference_does() -> None:
+def test_an_agent_pickles_and_crosses_a_spawn_boundary_as_the_reference_does(
+    tmp_path: Path,
+) -> None:
     """OSWorld's run_multienv.py builds agents in the parent and hands them to worker
     processes; with the spawn start method (macOS, and Linux's default from Python 3.14)
     that pickles them, and the step lock made it fail. A resolved client is left behind
@@ -563,11 +561,14 @@ def test_an_agent_pickles_and_crosses_a_spawn_boundary_as_the_reference_does() -
     resolved = PromptAgent(model="gpt-4o", observation_type="a11y_tree")
     resolved._client = _agent([PY])[0].client  # as if resolved from the model name
     assert pickle.loads(pickle.dumps(resolved))._client is None
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    fresh, _ = _agent([PY])
-    child = context.Process(target=_spawned_agent_answers, args=(fresh, queue))
+    # In a spawned process (which imports only installed modules: no test helpers) the agent
+    # steps and records, as a run_multienv worker would.
+    recorded = PromptAgent.from_config(
+        agent.config, client=FakeClient([PY]), recorder=TrajectoryRecorder(tmp_path / "child")
+    )
+    child = multiprocessing.get_context("spawn").Process(target=recorded.predict, args=("t", NOTES))
     child.start()
-    assert queue.get(timeout=60) == ("PromptAgent", ["pyautogui.click(19, 31)"], 1)
-    child.join(timeout=60)
+    child.join(timeout=120)
     assert child.exitcode == 0
+    [entry] = read_trajectory(tmp_path / "child")
+    assert list(entry.actions) == ["pyautogui.click(19, 31)"]
