@@ -22,7 +22,8 @@ A worker actor that dies mid-run (the OOM killer, a lost node, an
 environment that ends its process) costs only its episode: that task is
 `failed` with Ray's reason, its folder stays unfinished (a rerun redoes it)
 and the run goes on with the other actors. With none left, the run stops
-with an `EnvironmentFailure`.
+with an `EnvironmentFailure`; so does the death of the rate limiter's or the
+run budget's actor, in one line naming it.
 
 Ray is an optional extra (`pip install 'osharm-core[ray]'`) imported only
 when these functions run; importing `adapters` never imports it.
@@ -36,9 +37,19 @@ import importlib
 import json
 import os
 import re
+import signal
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Final
 
 from adapters.accounting.budget import Budget, Reservation
@@ -109,6 +120,35 @@ def _ray() -> Any:
         ) from None
 
 
+class _SharedActorDied(Exception):
+    """Raised in an episode when one of the cluster's shared actors (rate limiter, run budget)
+    has died. Not an `OsharmError`, so `arun_task` does not take it for the episode's own
+    failure: it stops the run, and the driver raises it as an `EnvironmentFailure`."""
+
+
+@contextlib.contextmanager
+def _reaching(name: str, error: type[Exception] = _SharedActorDied) -> Iterator[None]:
+    """Ray's error from a call to the cluster's `name` actor once that actor is gone (the OOM
+    killer, a lost node, a kill), as one line in `error`; Ray's own is a multi-line dump."""
+    try:
+        yield
+    except Exception as exc:
+        errors = _ray().exceptions
+        if not isinstance(exc, errors.RayActorError) or isinstance(exc, errors.RayTaskError):
+            raise
+        gone = "cannot be reached" if isinstance(exc, _unavailable(errors)) else "died"
+        raise error(
+            f"the cluster's {name} actor {gone}: {_reason(exc)}; a rerun resumes the run "
+            "(finished tasks are skipped, the others redone)"
+        ) from None
+
+
+def _unavailable(errors: Any) -> tuple[type[BaseException], ...]:
+    """Ray's `ActorUnavailableError`, where the installed Ray has it."""
+    found = getattr(errors, "ActorUnavailableError", None)
+    return (found,) if isinstance(found, type) else ()
+
+
 class LimiterActor:
     """The body of the Ray actor that holds a model's `RateLimiter` for the whole cluster.
 
@@ -157,18 +197,21 @@ class RayLimiter:
     def reserve(self, *, deadline: float | None = None, provider: str = "") -> float:
         """Ask the limiter actor for a turn (blocks for the round trip, never for the wait)."""
         left = None if deadline is None else deadline - time.monotonic()
-        answer = _ray().get(self.actor.reserve.remote(left, provider))
+        with _reaching("rate limiter"):
+            answer = _ray().get(self.actor.reserve.remote(left, provider))
         if isinstance(answer, str):
             raise RateLimitWaitError(answer, provider=provider or "rate limiter")
         return float(answer)
 
     def hold(self) -> float:
         """See `RateLimiter.hold`."""
-        return float(_ray().get(self.actor.hold.remote()))
+        with _reaching("rate limiter"):
+            return float(_ray().get(self.actor.hold.remote()))
 
     def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
         """Tell the limiter actor about a reply (without waiting for it to take note)."""
-        self.actor.observe.remote(status, {str(k): str(v) for k, v in headers.items()}, tokens)
+        with _reaching("rate limiter"):
+            self.actor.observe.remote(status, {str(k): str(v) for k, v in headers.items()}, tokens)
 
 
 class BudgetActor:
@@ -231,12 +274,16 @@ class RayBudget(Budget):
     def reserve(self, episode: UsageTotals) -> Reservation:
         """Check the episode's caps, then wait for a place in the run's (blocking this thread)."""
         self.check(episode)
-        return self._placed(_ray().get(self.holder.reserve.remote(self.owner)))
+        with _reaching("run budget"):
+            answer = _ray().get(self.holder.reserve.remote(self.owner))
+        return self._placed(answer)
 
     async def areserve(self, episode: UsageTotals) -> Reservation:
         """`reserve` for async callers."""
         self.check(episode)
-        return self._placed(await self.holder.reserve.remote(self.owner))
+        with _reaching("run budget"):
+            answer = await self.holder.reserve.remote(self.owner)
+        return self._placed(answer)
 
     def _placed(self, answer: int | tuple[str, int, float | None]) -> Reservation:
         if isinstance(answer, tuple):
@@ -251,7 +298,8 @@ class RayBudget(Budget):
         if step is not None:
             self.charge(step)
         if number is not None:  # waited for, so the run's next check sees it
-            _ray().get(self.holder.settle.remote(number, step))
+            with _reaching("run budget"):
+                _ray().get(self.holder.settle.remote(number, step))
 
 
 class EpisodeActor:
@@ -353,7 +401,9 @@ class EpisodeActor:
             try:
                 return await episode
             finally:  # whatever ended it (a timeout cancels a request in flight)
-                await holder.forget.remote(_owner(task))
+                # A dead holder has nothing to give back (the next request says it died).
+                with contextlib.suppress(_ray().exceptions.RayActorError):
+                    await holder.forget.remote(_owner(task))
 
         return then_give_back()
 
@@ -517,7 +567,8 @@ def run_task_list_on_ray(
     if own_cluster:
         _check_reachable(address)
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            with _own_sigterm():
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
         except ConnectionError:  # `auto` finding no cluster: Ray's words name its own flags
             raise ConfigurationError(
                 f"no Ray cluster answers at {address}: Ray found none to join "
@@ -577,6 +628,21 @@ def run_task_list_on_ray(
     return RunResult(tuple(done), RunSummary.of(done, time.monotonic() - began))
 
 
+@contextlib.contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """Keep this process's SIGTERM handler: `ray.init` puts in its own (which exits at once,
+    with Ray's crash dump), replacing the CLI's that stops the run as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if handler is not None:  # None: installed outside Python, cannot be put back
+            signal.signal(signal.SIGTERM, handler)
+
+
 def _client(ray: Any) -> bool:
     """Whether this process talks to its cluster through Ray Client (`ray://`)."""
     return bool(importlib.import_module("ray.util.client").ray.is_connected())
@@ -615,7 +681,8 @@ class _Stop:
         stopped = _stopped(task, self.config, self.result_dir, self.budget)
         if stopped is not None or self.run_caps is None:
             return stopped
-        reason = _ray().get(self.run_caps.run_exceeded.remote())
+        with _reaching("run budget", EnvironmentFailure):
+            reason = _ray().get(self.run_caps.run_exceeded.remote())
         return _stopped_by(task, self.config, self.result_dir, reason)
 
     def after(self, outcome: TaskOutcome) -> None:
@@ -625,14 +692,19 @@ class _Stop:
     def died(self, task: OsworldTask) -> None:
         """Give back the places a dead actor's episode held in the run's caps."""
         if self.run_caps is not None:
-            _ray().get(self.run_caps.forget.remote(_owner(task)))
+            with _reaching("run budget", EnvironmentFailure):
+                _ray().get(self.run_caps.forget.remote(_owner(task)))
 
 
-def _started(ray: Any, ref: Any) -> None:
-    """Wait for an actor's `ready()`; one that could not start is a `ConfigurationError`."""
+def _started(ray: Any, ref: Any) -> str | None:
+    """Wait for an actor's `ready()`: `None` once it runs, Ray's reason when its process died
+    while it started (the OOM killer, a lost node), a `ConfigurationError` when starting it
+    raised (make_agent or make_env could not be unpickled there)."""
     try:
         ray.get(ref)
     except ray.exceptions.RayActorError as exc:
+        if not exc.actor_init_failed:
+            return _reason(exc)
         lines = [line for line in error_text(exc).splitlines() if line.strip()]
         cause = next(
             (line for line in reversed(lines) if "Error" in line), lines[-1] if lines else ""
@@ -641,6 +713,7 @@ def _started(ray: Any, ref: Any) -> None:
             "a Ray worker actor could not start (is the code make_agent and make_env use "
             f"importable on every node? see Ray's runtime_env): {cause.strip()[:300]}"
         ) from None
+    return None
 
 
 class _Running:
@@ -670,6 +743,8 @@ def _raised_remotely(ray: Any, error: Exception) -> Exception:
     cause = (
         getattr(error, "cause", None) if isinstance(error, ray.exceptions.RayTaskError) else None
     )
+    if isinstance(cause, _SharedActorDied):
+        return EnvironmentFailure(str(cause))
     return cause if isinstance(cause, Exception) else error
 
 
@@ -789,6 +864,7 @@ def _hand_out(
     starting = {actor.ready.remote(): actor for actor in workers}
     idle: list[Any] = []
     deaths: list[str] = []
+    ever_started = False
     waiting_since = time.monotonic()
     while waiting or running:
         while waiting and idle:
@@ -809,6 +885,11 @@ def _hand_out(
         if not running and not waiting:
             break
         if not running and not starting:  # every actor that started has died
+            if not ever_started:
+                raise ConfigurationError(
+                    f"no Ray worker actor could start: all {len(workers)} died while starting; "
+                    f"the last: {deaths[-1]}"
+                )
             raise _no_worker_left(deaths, len(waiting))
         # Started actors are idle or busy, so with nothing running none has started yet.
         timeout = None if running else max(0.0, waiting_since + start_timeout - time.monotonic())
@@ -822,8 +903,14 @@ def _hand_out(
             )
         for ref in ready:
             if ref in starting:
-                _started(ray, ref)
-                idle.append(starting.pop(ref))
+                actor = starting.pop(ref)
+                died = _started(ray, ref)
+                if died is None:
+                    ever_started = True
+                    idle.append(actor)
+                else:  # its room may go to one not started yet: give that time
+                    deaths.append(f"(while starting) {died}")
+                    waiting_since = time.monotonic()
                 continue
             episode = running[ref]
             task = tasks[episode.index]

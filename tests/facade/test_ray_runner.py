@@ -733,3 +733,176 @@ def test_on_ray_a_continuation_stopped_at_its_first_live_request_leaves_its_fold
     )
     assert (outcome.status, outcome.steps) == ("stopped", 2)
     assert snapshot(folder) == before
+
+
+class KillingLimiter:
+    """The run's `RayLimiter`, whose actor is killed (as the OOM killer would) before the
+    second turn it is asked for."""
+
+    def __init__(self, limiter: Any) -> None:
+        self.limiter, self.turns = limiter, 0
+
+    def reserve(self, *, deadline: float | None = None, provider: str = "") -> float:
+        self.turns += 1
+        if self.turns == 2:
+            ray.kill(self.limiter.actor)
+        return float(self.limiter.reserve(deadline=deadline, provider=provider))
+
+    def hold(self) -> float:
+        return float(self.limiter.hold())
+
+    def observe(self, status: int, headers: Any, tokens: int | None = None) -> None:
+        self.limiter.observe(status, headers, tokens)
+
+
+def make_limiter_killing_agent(
+    base_url: str, task: OsworldTask, limiter: Limiter | None
+) -> PromptAgent:
+    wrapped = KillingLimiter(limiter) if task.example_id == "_a" else limiter
+    return make_agent(base_url, task, wrapped)  # type: ignore[arg-type]
+
+
+def test_a_shared_actor_that_dies_stops_the_run_with_one_line_and_closes_environments(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """The rate limiter actor dies while both episodes are under way (its first action waits
+    for both resets): Ray's ActorDiedError, a multi-line dump, used to reach the CLI as a
+    traceback; now an `EnvironmentFailure` naming the limiter, the other episode cancelled
+    and both environments closed. A dead run-budget actor reads the same at the driver."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    tasks = load_task_list(meta, examples)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with pytest.raises(EnvironmentFailure) as caught:
+        run_task_list_on_ray(
+            tasks,
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=functools.partial(make_limiter_killing_agent, model_server.base_url + "/v1"),
+            make_env=functools.partial(
+                make_marking_env, observation_folder(tmp_path / "obs"), marks, ""
+            ),
+            max_steps=5,
+            actors=2,
+            cpus_per_actor=0.5,
+        )
+    assert type(caught.value) is EnvironmentFailure
+    message = str(caught.value)
+    assert message.startswith("the cluster's rate limiter actor died: ")
+    assert "ray.kill" in message  # Ray's reason, in one line
+    assert message.endswith(
+        "; a rerun resumes the run (finished tasks are skipped, the others redone)"
+    )
+    assert "\n" not in message
+    assert sorted(p.name for p in marks.glob("closed_*")) == ["closed_a", "closed_b"]
+
+    from adapters.runs.ray_runner import BudgetActor, _Stop
+
+    holder = ray.remote(num_cpus=0)(BudgetActor).remote(20, None)
+    ray.kill(holder)
+    with pytest.raises(EnvironmentFailure, match=r"^the cluster's run budget actor died: \S"):
+        _Stop(CONFIG, tmp_path / "results", Budget(max_run_tokens=20), holder).before(tasks[0])
+
+
+class SlowToStart:
+    """Unpickled in an actor as it starts: notes its process id in `pidfile`, then takes long
+    (a cold node, a large runtime environment)."""
+
+    def __init__(self, pidfile: str) -> None:
+        self.pidfile = pidfile
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (slow_start, (self.pidfile,))
+
+
+def slow_start(pidfile: str) -> None:
+    Path(pidfile).write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+def make_env_slow_to_start(slow: object, desktop: Path, task: OsworldTask) -> ReplayEnv:
+    return make_env(desktop, task)
+
+
+def make_env_once_killed(killed: Path, desktop: Path, task: OsworldTask) -> ReplayEnv:
+    """`make_env`, once `killed` exists (so the run is still going when the other dies)."""
+    waited = time.monotonic() + 60
+    while not killed.exists() and time.monotonic() < waited:
+        time.sleep(0.05)
+    return make_env(desktop, task)
+
+
+def test_an_actor_killed_while_starting_costs_no_task_and_the_others_run_them_all(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """Its process is killed before its `__init__` ran: the run used to stop with a
+    `ConfigurationError` blaming importability, though the other actor was running."""
+    meta, examples = _task_list(tmp_path)
+    desktop = observation_folder(tmp_path / "obs")
+    pidfile, killed = tmp_path / "starting.pid", tmp_path / "killed"
+
+    def kill_it() -> None:
+        waited = time.monotonic() + 60
+        while not pidfile.exists() and time.monotonic() < waited:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        os.kill(int(pidfile.read_text()), 9)
+        killed.touch()
+
+    killer = threading.Thread(target=kill_it, daemon=True)
+    killer.start()
+    result = run_task_list_on_ray(
+        load_task_list(meta, examples),
+        config=CONFIG,
+        result_dir=tmp_path / "results",
+        make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
+        make_env=[
+            functools.partial(make_env_once_killed, killed, desktop),
+            functools.partial(make_env_slow_to_start, SlowToStart(str(pidfile)), desktop),
+        ],
+        max_steps=5,
+        actors=2,
+        cpus_per_actor=0.5,
+    )
+    killer.join()
+    assert [o.status for o in result] == ["finished"] * 4
+
+
+def test_ray_init_leaves_the_sigterm_handler_it_found(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ray.init` installs its own SIGTERM handler (exit at once, with Ray's dump) over the
+    CLI's, which stops the run as Ctrl-C does. Ray is already initialised in this process,
+    so the `ray.init` the runner calls is one that installs a handler as Ray's does."""
+    import signal
+
+    def ours(signum: int, frame: object) -> None:
+        raise AssertionError("never sent")
+
+    def rays_init(**kwargs: object) -> None:
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+
+    answers = iter([False])  # to the runner; Ray's own later checks hear the truth
+    monkeypatch.setattr(ray, "is_initialized", lambda: next(answers, True))
+    monkeypatch.setattr(ray, "init", rays_init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        seen: list[object] = []
+        meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+        result = run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=make_clicking_agent,
+            make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
+            max_steps=5,
+            actors=1,
+            cpus_per_actor=0.5,
+            report=lambda _: seen.append(signal.getsignal(signal.SIGTERM)),
+        )
+        assert [o.status for o in result] == ["finished"]
+        assert seen == [ours]  # during the run
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, previous)
