@@ -8,6 +8,7 @@ from. `freeze` and `thaw` convert between the two.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
@@ -296,6 +297,8 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
     return tuple(stored)
 
 
+#: Integers past this many bits have more digits than Python's JSON reader takes (4,300).
+_MAX_INT_BITS: Final = 14_000
 #: Values an action may hold at its leaves: what JSON writes and reads back equal.
 _JSON_LEAVES: Final = (str, int, float, bool, type(None))
 
@@ -309,6 +312,10 @@ def _not_json(action: Mapping[Any, Any]) -> str | None:
     stack: list[tuple[object, int]] = [(action, 1)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"holding {_quoted(item)}, which JSON cannot hold"
+        if isinstance(item, int) and item.bit_length() > _MAX_INT_BITS:
+            return "holding an integer of more digits than JSON readers take"
         if isinstance(item, _JSON_LEAVES):
             continue
         if isinstance(item, Mapping):

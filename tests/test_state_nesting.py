@@ -62,6 +62,9 @@ def test_an_action_nesting_tuples_deeply_is_a_state_error() -> None:
         ({"action_type": "TYPING", "text": {"a", "b"}}, "which JSON cannot hold"),
         ({"action_type": "TYPING", "text": b"abc"}, "which JSON cannot hold"),
         ({"action_type": "CLICK", "x": [object()]}, "which JSON cannot hold"),
+        ({"action_type": "CLICK", "x": float("nan")}, "which JSON cannot hold"),
+        ({"action_type": "CLICK", "x": -float("inf")}, "which JSON cannot hold"),
+        ({"action_type": "CLICK", "x": 10**5000}, "more digits than JSON readers take"),
     ],
 )
 def test_an_action_json_cannot_read_back_equal_is_a_state_error(
