@@ -12,6 +12,7 @@ reading of their values, are in `adapters.cli._inputs`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import functools
 import hashlib
@@ -924,10 +925,19 @@ class _TermAsInterrupt:
     def _handle(self, signum: int, frame: Any) -> None:
         self.received = True
         on_interrupt = signal.getsignal(signal.SIGINT)
-        if callable(on_interrupt):  # asyncio's graceful stop, or Python's KeyboardInterrupt
-            on_interrupt(signal.SIGINT, frame)
-        else:  # SIGINT ignored (a job started in the background): stop all the same
+        if callable(on_interrupt) and _stops_on_interrupt(on_interrupt):
+            on_interrupt(signal.SIGINT, frame)  # asyncio's graceful stop, or Python's own
+        else:  # SIGINT ignored (a job started in the background) or a caller's own handler
             raise KeyboardInterrupt
+
+
+def _stops_on_interrupt(handler: object) -> bool:
+    """Whether `handler` is Python's own SIGINT handler or asyncio's (which cancels the run's
+    main task), the ones that stop a command; a caller's own handler might only set a flag."""
+    if handler is signal.default_int_handler:
+        return True
+    owner = getattr(getattr(handler, "func", None), "__self__", None)
+    return isinstance(handler, functools.partial) and isinstance(owner, asyncio.Runner)
 
 
 def _drop_stdout() -> None:

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import stamina
 
 from adapters._wire import redact
-from adapters.cli import main
+from adapters.cli import _TermAsInterrupt, main
 from adapters.errors import ConfigurationError
 from adapters.registry import client_for
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion
@@ -589,3 +590,27 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(
     assert err.endswith(f"osharm-agent: {said}\n")
     assert "Traceback" not in err
     assert "finished" not in out
+
+
+def test_sigterm_stops_the_command_even_when_the_caller_has_its_own_sigint_handler() -> None:
+    """SIGTERM was handed to whatever SIGINT handler was installed: a wrapper program's own
+    (one that only sets a flag) kept the run going until the scheduler's SIGKILL. Only
+    Python's and asyncio's are asked now; otherwise the command stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are installed from the main thread only")
+    called: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: called.append(signum))
+    try:
+        terminate = _TermAsInterrupt()
+
+        def term_then_wait() -> None:
+            with terminate:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+
+        with pytest.raises(KeyboardInterrupt):
+            term_then_wait()
+        assert terminate.received
+        assert called == []
+    finally:
+        signal.signal(signal.SIGINT, previous)
