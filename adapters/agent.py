@@ -23,6 +23,7 @@ from adapters.accounting.budget import Budget, Reservation
 from adapters.accounting.cost import UsageTotals, step_cost
 from adapters.accounting.prices import default_prices
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
+from adapters.engine.client import HttpModelClient
 from adapters.engine.server_limits import body_size_of, fit_request
 from adapters.errors import AgentBusyError, error_line
 from adapters.registry import client_for
@@ -177,14 +178,16 @@ class PromptAgent:
     def __getstate__(self) -> dict[str, Any]:
         """The agent as `pickle` and `copy` take it, as OSWorld's `run_multienv.py` hands agents
         to its worker processes (spawn start method): without its step lock (a new one is made)
-        and without a client it resolved from the model name itself (resolved again on first
-        use there); a client you gave is kept. An agent in the middle of a step raises
-        `AgentBusyError`."""
+        and without an HTTP client it resolved from the model name itself (connections do not
+        cross processes; resolved again on first use there). Any other client goes along, a
+        replay's with its place in the recording. An agent in the middle of a step raises
+        `AgentBusyError`; one holding a `Budget` does not pickle (a budget counts one process's
+        calls: give each process its own)."""
         if self._stepping.locked():
             raise AgentBusyError("cannot copy or pickle the agent while a step is under way")
         state = self.__dict__.copy()
         del state["_stepping"]
-        if not self._client_given:
+        if not self._client_given and isinstance(self._client, HttpModelClient):
             state["_client"] = None
         return state
 

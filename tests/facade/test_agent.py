@@ -545,6 +545,30 @@ def test_a_failed_call_whose_error_cannot_be_printed_is_logged_by_its_type(
     assert len(agent.state) == 0
 
 
+def _click(x: int) -> str:
+    return f"Clicking.\n```python\npyautogui.click({x}, 1)\n```"
+
+
+def test_a_copy_of_a_replaying_agent_goes_on_from_where_it_was(tmp_path: Path) -> None:
+    """A client resolved from `replay:` holds its place in the recording: a copy taken after
+    step 1 went back to reply 1 (its client was dropped and resolved anew) while its state
+    held step 1. Only an HTTP client, which holds nothing of the run, is left behind."""
+    recorder = PromptAgent(
+        observation_type="a11y_tree", action_space="pyautogui",
+        client=FakeClient([_click(1), _click(2), _click(3)]),
+        recorder=TrajectoryRecorder(tmp_path / "rec"),
+    )  # fmt: skip
+    for _ in range(3):
+        recorder.predict("t", NOTES)
+    replaying = PromptAgent(
+        model=f"replay:{tmp_path / 'rec'}", observation_type="a11y_tree", action_space="pyautogui"
+    )
+    assert replaying.predict("t", NOTES)[1] == ["pyautogui.click(1, 1)"]
+    twin = copy.deepcopy(replaying)
+    assert twin.predict("t", NOTES)[1] == ["pyautogui.click(2, 1)"]
+    assert pickle.loads(pickle.dumps(replaying)).predict("t", NOTES)[1] == ["pyautogui.click(2, 1)"]
+
+
 def test_an_agent_pickles_and_crosses_a_spawn_boundary_as_the_reference_does(
     tmp_path: Path,
 ) -> None:
@@ -559,7 +583,8 @@ def test_an_agent_pickles_and_crosses_a_spawn_boundary_as_the_reference_does(
     assert twin.predict("t", NOTES)[1] == ["pyautogui.click(19, 31)"]
     assert copy.deepcopy(agent).state == agent.state
     resolved = PromptAgent(model="gpt-4o", observation_type="a11y_tree")
-    resolved._client = _agent([PY])[0].client  # as if resolved from the model name
+    # As if resolved from the model name: an HTTP client stays behind (no connection travels).
+    resolved._client = client_for("compat/m", base_url="http://127.0.0.1:9/v1")
     assert pickle.loads(pickle.dumps(resolved))._client is None
     # In a spawned process (which imports only installed modules: no test helpers) the agent
     # steps and records, as a run_multienv worker would.
