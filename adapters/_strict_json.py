@@ -11,9 +11,16 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
+from osharm_core.errors import excerpt
+
 
 class _NotFinite(ValueError):
     """A number JSON cannot carry (`NaN`, `Infinity`, `1e999`); its text is the argument."""
+
+    @property
+    def reason(self) -> str:
+        """What readers say of it: `it holds 'NaN', not a finite number`."""
+        return f"it holds {excerpt(self.args[0])}, not a finite number"
 
 
 def _finite(text: str) -> float:

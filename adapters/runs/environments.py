@@ -488,9 +488,7 @@ def _execute_answer(body: bytes) -> dict[str, Any]:
     try:
         answer = strict_loads(body)
     except _NotFinite as exc:
-        raise EnvironmentFailure(
-            f"POST /execute did not return JSON: it holds {excerpt(str(exc))}, not a finite number"
-        ) from None
+        raise EnvironmentFailure(f"POST /execute did not return JSON: {exc.reason}") from None
     except (ValueError, RecursionError):
         raise EnvironmentFailure("POST /execute did not return JSON") from None
     if _nested_past(answer, MAX_ANSWER_DEPTH):

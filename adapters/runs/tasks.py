@@ -95,9 +95,7 @@ def _json(path: Path, *, unique: bool = False) -> Any:
     try:
         return strict_loads(data.decode("utf-8"), object_pairs_hook=_unique if unique else None)
     except _NotFinite as exc:
-        raise TrajectoryError(
-            f"cannot read {path}: it holds {excerpt(str(exc))}, not a finite number"
-        ) from None
+        raise TrajectoryError(f"cannot read {path}: {exc.reason}") from None
     except _Repeated as exc:
         raise TrajectoryError(
             f"{path} names {excerpt(exc.args[0])} twice; each domain must be listed once "

@@ -726,7 +726,7 @@ def parse_entry(line: str, position: int = 1) -> Result[TrajectoryEntry, str]:
     try:
         obj = strict_loads(line)
     except _NotFinite as exc:
-        return Failure(f"not JSON: it holds {excerpt(str(exc))}, not a finite number")
+        return Failure(f"not JSON: {exc.reason}")
     except ValueError as exc:
         return Failure(f"not JSON: {exc}")
     except RecursionError:

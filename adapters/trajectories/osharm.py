@@ -1081,9 +1081,7 @@ def read_better_log(path: str | os.PathLike[str]) -> dict[str, Any]:
     except TrajectoryError:
         raise
     except _NotFinite as exc:
-        raise TrajectoryError(
-            f"cannot read {file}: it holds {excerpt(str(exc))}, not a finite number"
-        ) from None
+        raise TrajectoryError(f"cannot read {file}: {exc.reason}") from None
     except (ValueError, RecursionError) as exc:
         raise TrajectoryError(f"cannot read {file}: {error_text(exc)}") from None
     if not isinstance(log.get("steps"), list):
