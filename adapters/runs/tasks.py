@@ -371,7 +371,7 @@ async def _aclose(close: Callable[[], Awaitable[None]]) -> str:
     return ""
 
 
-def _noted(outcome: TaskOutcome, closing: str, env: object = None) -> TaskOutcome:
+def _noted(outcome: TaskOutcome, closing: str, env: object) -> TaskOutcome:
     """`outcome` with a failed close added to its detail, and for a finished episode whose
     screen recording (`--record`) did not start, why: the folder is finished without its
     video, and a rerun skips it unless told otherwise."""
@@ -381,10 +381,10 @@ def _noted(outcome: TaskOutcome, closing: str, env: object = None) -> TaskOutcom
         if outcome.status == "finished" and isinstance(problem, str)
         else ""
     )
-    notes = [note for note in (outcome.detail, unrecorded, closing) if note]
-    if notes == [outcome.detail] or not notes:
+    if not (unrecorded or closing):
         return outcome
-    return attrs.evolve(outcome, detail="; ".join(notes))
+    notes = (outcome.detail, unrecorded, closing)
+    return attrs.evolve(outcome, detail="; ".join(filter(None, notes)))
 
 
 def _skipped(task: OsworldTask, folder: Path) -> TaskOutcome:
