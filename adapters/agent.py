@@ -547,10 +547,15 @@ class PromptAgent:
 
     def _log_failure(self, exc: Exception, latency: float) -> None:
         self.logger.error(
-            "Model call failed after %.3fs: %s; the trajectory is unchanged",
+            FAILED_CALL_MESSAGE,
             latency,
             error_line(exc),
         )
+
+
+#: The agent's log message for a failed model call (a caller that reports the failure itself,
+#: as the CLI does, can leave these records out).
+FAILED_CALL_MESSAGE: Final = "Model call failed after %.3fs: %s; the trajectory is unchanged"
 
 
 #: The most accessibility-tree text whose prompt `apredict` builds on the event loop itself

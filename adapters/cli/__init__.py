@@ -32,7 +32,7 @@ from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_ret
 
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
-from adapters.agent import DEFAULT_LOGGER, PromptAgent
+from adapters.agent import DEFAULT_LOGGER, FAILED_CALL_MESSAGE, PromptAgent
 from adapters.cli._budget import add_budget_options, run_budget, usage_summary
 from adapters.cli._inputs import (
     add_agent_options,
@@ -856,11 +856,7 @@ class _ReportedHere(logging.Filter):
     The agent's other records (a request cut down, a budget reached) pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (
-            record.levelno >= logging.ERROR
-            and isinstance(record.msg, str)
-            and record.msg.startswith("Model call failed")
-        )
+        return record.msg != FAILED_CALL_MESSAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
