@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -97,6 +97,15 @@ class LinearizedTree:
         return self.table
 
 
+# A caller's lists are copied to tuples, so a request stays frozen (and hashable).
+def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(value)
+
+
+def _masks(value: Iterable[Mask] | None) -> tuple[Mask, ...] | None:
+    return None if value is None else tuple(value)
+
+
 @attrs.frozen
 class StepRequest:
     """What one step sends, and what it will remember.
@@ -108,9 +117,9 @@ class StepRequest:
     observation type reads no tree, and for `som`); it is not compared.
     """
 
-    messages: tuple[Message, ...]
+    messages: tuple[Message, ...] = attrs.field(converter=_messages)
     observation: ObservationRecord
-    masks: tuple[Mask, ...] | None = None
+    masks: tuple[Mask, ...] | None = attrs.field(default=None, converter=_masks)
     linearized: LinearizedTree | None = attrs.field(default=None, eq=False, repr=False)
 
     @property

@@ -18,9 +18,12 @@ from osharm_core import (
     Continuation,
     FrozenAction,
     FrozenList,
+    Mask,
+    Message,
     ObservationRecord,
     StateError,
     StepRequest,
+    TextPart,
     complete_step,
     freeze,
     thaw,
@@ -202,3 +205,16 @@ def test_continuation_fields_of_the_wrong_type_are_state_errors(
     """Each field is checked by type, and the error names it."""
     with pytest.raises(StateError, match=message):
         Continuation(*arguments)
+
+
+def test_a_step_request_copies_the_lists_it_is_given() -> None:
+    messages: list[Message] = [Message("user", (TextPart("look"),))]
+    masks: list[Mask] = [(1, 2, 3, 4)]
+    request = StepRequest(
+        messages=messages, observation=ObservationRecord(None, "tree"), masks=masks
+    )
+    messages.clear()
+    masks.append((5, 6, 7, 8))
+    assert request.messages == (Message("user", (TextPart("look"),)),)
+    assert request.masks == ((1, 2, 3, 4),)
+    hash(request)
