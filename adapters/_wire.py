@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -134,6 +135,44 @@ def error_text(text: str) -> str:
     if len(text) <= MAX_ERROR_TEXT:
         return text
     return f"{text[:MAX_ERROR_TEXT]}... ({len(text):,} characters)"
+
+
+#: C0 and C1 control characters, DEL, the Unicode line and paragraph separators, and the
+#: bidirectional overrides and isolates: what a terminal acts on (escape sequences, bells),
+#: a reader of the output takes for a new line, or what makes a line read otherwise than it is.
+CONTROL_CHARACTERS: Final = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def printable(text: str, *, keep: str = "") -> str:
+    r"""`text` with each control character (see `CONTROL_CHARACTERS`) but those in `keep`
+    written as its Python escape, so text from a task list, a desktop or a model can neither
+    forge an output line nor send a terminal an escape sequence.
+
+    >>> print(printable("os/evil\n[os/x] finished\x1b]0;title\x07\u2028"))
+    os/evil\n[os/x] finished\x1b]0;title\x07\u2028
+    >>> printable("a\tb\n\x9b2J", keep="\n\t")
+    'a\tb\n\\x9b2J'
+    """
+
+    def escaped(found: re.Match[str]) -> str:
+        char = found[0]
+        return char if char in keep else char.encode("unicode_escape").decode("ascii")
+
+    return CONTROL_CHARACTERS.sub(escaped, text)
+
+
+def log_quote(text: str | None) -> str:
+    r"""A provider's words (a refusal, a finish or stop reason, an error message) as a log
+    record quotes them: cut as `error_text` cuts them, control characters escaped.
+
+    >>> log_quote("no\x1b]52;c;QUJD\x07\nStep 2: DONE"), log_quote(None)
+    ('no\\x1b]52;c;QUJD\\x07\\nStep 2: DONE', 'None')
+    >>> len(log_quote("x" * 5_000_000)) < 600
+    True
+    """
+    return "None" if text is None else printable(error_text(text))
 
 
 def fallback_message(status: int, text: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from adapters._wire import log_quote
 from adapters.accounting.budget import Budget, Reservation
 from adapters.accounting.cost import UsageTotals, step_cost
 from adapters.accounting.prices import default_prices
@@ -462,8 +463,10 @@ class PromptAgent:
             self.logger.warning(
                 "Step %d: the model %s (finish reason %s)",
                 len(new_state),
-                f"refused: {response.refusal}" if response.refusal else "gave an empty reply",
-                response.finish_reason,
+                f"refused: {log_quote(response.refusal)}"
+                if response.refusal
+                else "gave an empty reply",
+                log_quote(response.finish_reason),
             )
         dropped = _dropped_actions(pending, response.text, actions)
         if dropped:

@@ -17,6 +17,15 @@ any_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.tex
     alphabet="`'\";\n\t #\\abcDONEWAITFAILpyautogui().,=", max_size=200
 )
 
+#: Text heavy in what a terminal acts on or a reader misreads: C0 and C1 controls, DEL, line
+#: and paragraph separators, bidirectional controls, lone surrogates, among any other code point.
+terminal_text = st.text(
+    alphabet=st.sampled_from(
+        '\x00\x07\t\n\r\x1b\x7f\x85\x9b\x9f\u2028\u2029\u202a\u202e\u2066\u2069\ud800\udfffa[];\\"é'
+    )
+    | st.characters(codec=None, categories=None),
+    max_size=60,
+)
 
 # --- agent state and steps (tests/test_step.py) ---------------------------
 

@@ -30,6 +30,7 @@ from typing import Any, Final, NoReturn, TextIO
 import attrs
 from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
+from adapters._wire import printable
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import DEFAULT_LOGGER, FAILED_CALL_MESSAGE, PromptAgent
@@ -60,7 +61,6 @@ from adapters.errors import (
     error_text,
 )
 from adapters.registry import REGISTRY
-from adapters.runs.progress import printable
 from adapters.trajectories import replay as _replay
 from adapters.trajectories.jsonl import (
     TRAJECTORY_FILE,
@@ -859,6 +859,34 @@ class _ReportedHere(logging.Filter):
         return record.msg != FAILED_CALL_MESSAGE
 
 
+#: The most characters of a log record's text the CLI prints (before escaping).
+MAX_LOG_TEXT: Final = 2000
+
+
+class _LogLine(logging.Formatter):
+    """Each log record as one line: its text (message, and any traceback) cut after
+    `MAX_LOG_TEXT` characters, control characters escaped (`printable`). Records quote what
+    a model, a server or a desktop sent; printed raw, a megabyte-long one was one line of a
+    megabyte, and an escape sequence in it reached the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if len(text) > MAX_LOG_TEXT:
+            text = f"{text[:MAX_LOG_TEXT]}... ({len(text):,} characters)"
+        return printable(text)
+
+
+def _log_handler(err: TextIO) -> logging.Handler:
+    """The CLI's handler of last resort: what prints a log record of warning level or above
+    when no handler is configured (the CLI configures none), as Python's own does, but each
+    record escaped and cut by `_LogLine`. Set as `logging.lastResort`, so a program that
+    calls `main` with logging of its own configured keeps it, and sees nothing twice."""
+    handler = logging.StreamHandler(err)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_LogLine("%(message)s"))
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `osharm-agent` with `argv` (default: the process arguments); returns the exit status."""
     out, err = _tolerant(sys.stdout), _tolerant(sys.stderr)
@@ -866,6 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_on_retry_hooks([functools.partial(_say_retry, err)])
     agent_log, reported = logging.getLogger(DEFAULT_LOGGER), _ReportedHere()
     agent_log.addFilter(reported)
+    last_resort, logging.lastResort = logging.lastResort, _log_handler(err)
     terminate = _TermAsInterrupt()
     try:
         args = build_parser().parse_args(argv)
@@ -896,6 +925,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         set_on_retry_hooks(hooks)
         agent_log.removeFilter(reported)
+        logging.lastResort = last_resort
 
 
 class _TermAsInterrupt:

@@ -39,7 +39,7 @@ import attrs
 import httpx
 import stamina
 
-from adapters._wire import redact, request_id_from, secret_values
+from adapters._wire import log_quote, redact, request_id_from, secret_values
 from adapters.contract import HttpCall, ModelRequest, ModelResponse, Provider, ProviderReply
 from adapters.engine.body import (
     ACCEPT_ENCODING,
@@ -347,7 +347,7 @@ class _Run:
                         "%s: prompt too long for the context window (%s); retrying once with "
                         "the system message and the latest user message",
                         self.provider.name,
-                        outcome.message,
+                        log_quote(outcome.message),
                     )
             else:
                 self.pending = self._flow.send(Delivered(outcome, self.tries))

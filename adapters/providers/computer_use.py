@@ -42,6 +42,7 @@ from typing import Any, Final
 
 import attrs
 
+from adapters._wire import log_quote
 from adapters.errors import UnsupportedComputerAction
 from osharm_core.errors import is_finite_number, number_excerpt
 from osharm_core.vocabulary import KEYBOARD_KEYS
@@ -742,7 +743,7 @@ def reply_text(
     if gestures is None and stopped is not None:
         logger.warning(
             "a computer-use reply without calls stopped early (%s): no action this step, not DONE",
-            stopped,
+            log_quote(stopped),
         )
         return thought
     if gestures is None:

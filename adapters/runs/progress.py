@@ -11,13 +11,13 @@ API returns what the CLI prints (`RunSummary.table()`).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, TextIO, overload
+from typing import TYPE_CHECKING, Protocol, TextIO, overload
 
 import attrs
 
+from adapters._wire import printable
 from adapters.accounting.cost import UsageTotals
 
 if TYPE_CHECKING:
@@ -158,23 +158,6 @@ class RunResult(Sequence["TaskOutcome"]):
 
 def _name(task: OsworldTask) -> str:
     return f"{task.domain}/{task.example_id}"
-
-
-#: C0 and C1 control characters, DEL, the Unicode line and paragraph separators, and the
-#: bidirectional overrides and isolates: what a terminal acts on (escape sequences, bells),
-#: a reader of the output takes for a new line, or what makes a line read otherwise than it is.
-_CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    r"""`text` with each control character (and each bidirectional override, which can make
-    a line read otherwise than it is) written as its Python escape, so a name from a task
-    list can neither forge an output line nor send a terminal an escape sequence.
-
-    >>> print(printable("os/evil\n[os/x] finished\x1b]0;title\x07\u2028"))
-    os/evil\n[os/x] finished\x1b]0;title\x07\u2028
-    """
-    return _CONTROLS.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), text)
 
 
 def task_name(task: OsworldTask) -> str:
