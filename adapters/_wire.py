@@ -163,6 +163,24 @@ def printable(text: str, *, keep: str = "") -> str:
     return CONTROL_CHARACTERS.sub(escaped, text)
 
 
+#: What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal or a reader acts on:
+#: DEL, the C1 controls, the line and paragraph separators, the bidirectional controls, and
+#: lone surrogates (no encoding can write them). C0 controls are always escaped by `json`.
+_RAW_IN_JSON: Final = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def json_for_terminal(value: object, *, indent: int | None = None) -> str:
+    r"""`value` as JSON text that keeps other characters readable (not `\uXXXX`) but writes
+    each control a terminal acts on as a `\uXXXX` escape: the same JSON, safe to print.
+
+    >>> print(json_for_terminal({"reply": "é\x1b[2J\x9b1A\u202eok"}))
+    {"reply": "é\u001b[2J\u009b1A\u202eok"}
+    """
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    # These characters only occur inside JSON strings, where an escape means the same.
+    return _RAW_IN_JSON.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
+
+
 def log_quote(text: str | None) -> str:
     r"""A provider's words (a refusal, a finish or stop reason, an error message) as a log
     record quotes them: cut as `error_text` cuts them, control characters escaped.

@@ -27,6 +27,17 @@ terminal_text = st.text(
     max_size=60,
 )
 
+#: JSON values (finite numbers) whose strings and keys are `terminal_text`.
+terminal_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | terminal_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(terminal_text, inner, max_size=4),
+    max_leaves=12,
+)
+
 # --- agent state and steps (tests/test_step.py) ---------------------------
 
 _reply_actions = st.none() | st.lists(

@@ -30,7 +30,7 @@ from typing import Any, Final, NoReturn, TextIO
 import attrs
 from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
-from adapters._wire import printable
+from adapters._wire import json_for_terminal, printable
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import DEFAULT_LOGGER, FAILED_CALL_MESSAGE, PromptAgent
@@ -283,22 +283,18 @@ def _cmd_predict(args: argparse.Namespace, out: TextIO) -> int:
     step = recorder.last
     if args.json:
         assert step is not None
-        json.dump(
-            {
-                "response": response,
-                "actions": actions,
-                "model": step.response.model,
-                "usage": _usage_json(step.response),
-                "tries": step.response.tries,
-                "context_fallback": step.response.context_fallback,
-                "latency": round(step.latency, 6),
-            },
-            out,
-            ensure_ascii=False,
-        )
-        out.write("\n")
+        reply = {
+            "response": response,
+            "actions": actions,
+            "model": step.response.model,
+            "usage": _usage_json(step.response),
+            "tries": step.response.tries,
+            "context_fallback": step.response.context_fallback,
+            "latency": round(step.latency, 6),
+        }
+        out.write(json_for_terminal(reply) + "\n")
         return 0
-    out.write(f"{response}\n--- actions ---\n{_actions_text(actions)}\n")
+    out.write(_for_reader(f"{response}\n--- actions ---\n{_actions_text(actions)}\n", out))
     return 0
 
 
@@ -360,20 +356,16 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
                     wire_part["image_url"]["url"] = next(labels)
                 elif wire_part.get("type") == "input_image":
                     wire_part["image_url"] = next(labels)
-        json.dump(
-            {"messages": wire, "tokens": counts, "total_tokens": sum(counts)},
-            out,
-            ensure_ascii=False,
-            indent=1,
-        )
-        out.write("\n")
+        rendered = {"messages": wire, "tokens": counts, "total_tokens": sum(counts)}
+        out.write(json_for_terminal(rendered, indent=1) + "\n")
     else:
         for number, (message, count) in enumerate(zip(step.messages, counts, strict=True), 1):
             out.write(f"=== [{number}] {message.role} ({count} tokens) ===\n")
             for part in message.parts:
-                out.write(
-                    f"{part.text}\n" if isinstance(part, TextPart) else f"{_image_label(part)}\n"
-                )
+                if isinstance(part, TextPart):
+                    out.write(_for_reader(f"{part.text}\n", out))
+                else:
+                    out.write(f"{_image_label(part)}\n")
         out.write(
             f"=== total: {sum(counts)} tokens in {len(counts)} messages "
             "(cl100k_base, text only; images are not counted) ===\n"
@@ -579,11 +571,12 @@ def _run_task(
         shown = "unparsable" if actions is None else str(len(actions))
         cost = "" if last.cost_usd is None else f", cost ${last.cost_usd:.4f}"
         note = " (replayed: not counted)" if replayed else ""
-        out.write(
+        _line(
+            out,
             f"[{task.name}] step {done}: observation {env.observation_name}, actions {shown}, "
             f"tokens in {'~' if usage.input_tokens is None else ''}{step_in} out "
             f"{'-' if step_out is None else step_out}{cost}{note}, "
-            f"latency {last.latency:.3f}s\n"
+            f"latency {last.latency:.3f}s",
         )
         terminal = [a for a in actions or () if _replay.is_terminal(a)]
         if terminal:
@@ -615,7 +608,7 @@ def _run_task(
 
 
 def _unreadable(env: _replay.ReplayEnv, exc: Exception) -> str:
-    return f"observation {env.observation_name} unreadable: {_one_line(exc)}"
+    return f"observation {printable(env.observation_name)} unreadable: {_one_line(exc)}"
 
 
 def _run_osharm(
@@ -648,20 +641,18 @@ def _run_osharm(
             score = run_episode(agent, env, env.reset(), writer, max_steps=args.max_steps)
         except ModelCallError as exc:
             failed = True
-            out.write(f"[{task.name}] model call failed: {_one_line(exc)}; folder {folder}\n")
+            _line(out, f"[{task.name}] model call failed: {_one_line(exc)}; folder {folder}")
             continue
         except ObservationError as exc:
             failed = True
-            out.write(
-                f"[{task.name}] observation {env.observation_name} unreadable: "
-                f"{_one_line(exc)}; folder {folder}\n"
-            )
+            _line(out, f"[{task.name}] {_unreadable(env, exc)}; folder {folder}")
             continue
         ended = "" if writer.ended_by is None else f"; ended early: {writer.ended_by}"
         scored = "" if score is None else f", score {score}"
-        out.write(
+        _line(
+            out,
             f"[{task.name}] {len(agent.state)} step(s), {len(env.actions)} action(s)"
-            f"{scored}{usage_summary(agent.usage_totals)}{ended}; folder {folder}\n"
+            f"{scored}{usage_summary(agent.usage_totals)}{ended}; folder {folder}",
         )
     return 1 if failed else 0
 
@@ -670,7 +661,7 @@ def _run_budget_spent(budget: Budget, name: str, out: TextIO) -> bool:
     """Whether the run's cap is reached (then the task is reported as not started)."""
     reason = budget.run_exceeded()
     if reason is not None:
-        out.write(f"[{name}] not started: run budget exceeded: {reason}\n")
+        _line(out, f"[{name}] not started: run budget exceeded: {reason}")
     return reason is not None
 
 
@@ -743,10 +734,11 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for o in outcomes:
         tokens_out = "-" if o.output_tokens is None else str(o.output_tokens)
         where = "none" if o.trajectory is None else str(o.trajectory)
-        out.write(
+        _line(
+            out,
             f"summary [{o.name}]: {o.steps} step(s), {o.status}; tokens in {o.input_tokens} "
             f"out {tokens_out}{usage_summary(o.usage)}; model time {o.seconds:.3f}s; "
-            f"trajectory {where}\n"
+            f"trajectory {where}",
         )
     if several:
         out.write(f"summary (run): {budget.run_totals.describe()}\n")
@@ -780,22 +772,18 @@ def _cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     differ = sum(1 for *_, same in rows if same is False)
     apart = [e.step for e, _, same in rows if same is None]
     if args.json:
-        json.dump(
-            {
-                "steps": len(rows),
-                "differ": differ,
-                "torn_tail": loaded.torn_tail,
-                "differences": [
-                    {"step": e.step, "recorded": e.actions, "now": now}
-                    for e, now, same in rows
-                    if same is False
-                ],
-                **({"not_comparable": apart} if apart else {}),
-            },
-            out,
-            ensure_ascii=False,
-        )
-        out.write("\n")
+        report = {
+            "steps": len(rows),
+            "differ": differ,
+            "torn_tail": loaded.torn_tail,
+            "differences": [
+                {"step": e.step, "recorded": e.actions, "now": now}
+                for e, now, same in rows
+                if same is False
+            ],
+            **({"not_comparable": apart} if apart else {}),
+        }
+        out.write(json_for_terminal(report) + "\n")
     else:
         for entry, now, same in rows:
             if same is None:
@@ -812,7 +800,7 @@ def _cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
                     f"  now:      {_normalized(now)}\n"
                 )
         if loaded.torn_tail is not None:
-            out.write(f"note: {loaded.torn_tail}\n")
+            out.write(f"note: {printable(loaded.torn_tail)}\n")
         note = f", {len(apart)} not comparable" if apart else ""
         out.write(f"{len(rows)} step(s) replayed, {differ} differ{note}\n")
     return 1 if differ else 0
@@ -835,6 +823,23 @@ def _one_line(exc: BaseException | str) -> str:
     for line in filter(None, lines):
         text += (" " if not text or text.endswith(":") else "; ") + line
     return printable(text.strip()) or type(exc).__name__
+
+
+def _line(out: TextIO, text: str) -> None:
+    """`text` as one output line: names from task.json, observation file names and folders
+    quoted in it may hold control characters; they are escaped (see `printable`)."""
+    out.write(f"{printable(text)}\n")
+
+
+def _for_reader(text: str, stream: TextIO) -> str:
+    """`text` (a reply, a page's words, an instruction) as written to `stream`: on a terminal
+    its control characters but newlines and tabs are escaped, so it cannot send the terminal
+    an escape sequence; piped or redirected, it is the exact text."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError, OSError):  # a closed or unusual stream
+        terminal = False
+    return printable(text, keep="\n\t") if terminal else text
 
 
 def _failed(err: TextIO, message: str, status: int) -> int:

@@ -11,8 +11,10 @@ library's warnings print escapes them and is bounded; text piped out of `predict
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 from hypothesis import given
 
 from adapters import PromptAgent
-from adapters._wire import CONTROL_CHARACTERS, log_quote, printable
+from adapters._wire import CONTROL_CHARACTERS, json_for_terminal, log_quote, printable
 from adapters.cli import _COMMANDS, MAX_LOG_TEXT, _log_handler, main
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.providers.computer_use import reply_text
@@ -30,7 +32,7 @@ from osharm_core import Message, TextPart
 from tests.adapters.helpers import loopback_client
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
 from tests.conftest import OBSERVATIONS
-from tests.strategies import terminal_text
+from tests.strategies import terminal_json, terminal_text
 
 ROOT = Path(__file__).resolve().parents[2]
 TREE = OBSERVATIONS / "mousepad_notes.xml"
@@ -54,6 +56,16 @@ def test_printable_leaves_no_control_a_terminal_acts_on(text: str) -> None:
     kept = printable(text, keep="\n\t")
     assert not CONTROL_CHARACTERS.search(kept.replace("\n", "").replace("\t", ""))
     assert kept.count("\n") == text.count("\n")
+
+
+@given(terminal_json)
+def test_json_for_terminal_is_the_same_json_with_no_raw_control(value: object) -> None:
+    for indent in (None, 1):
+        text = json_for_terminal(value, indent=indent)
+        assert json.loads(text) == value
+        structural = text if indent is None else text.replace("\n", "")
+        assert not CONTROL_CHARACTERS.search(structural)
+        assert not re.search("[\ud800-\udfff]", text)
 
 
 def test_progress_keeps_its_names() -> None:
@@ -199,3 +211,162 @@ def test_any_warning_no_handler_takes_is_printed_escaped_by_the_cli(
     assert err.count("\n") == 1
     assert len(err) < 6 * MAX_LOG_TEXT
     assert not _raw_controls(err)
+
+
+# --- run TASK_DIR: names from the task and its files -------------------------------------
+
+
+def _hostile_task(tmp_path: Path) -> tuple[Path, str]:
+    """A task directory whose name, task.json id and observation file name forge lines."""
+    task = tmp_path / "task\x1b]0;T\x07"
+    task.mkdir()
+    shutil.copyfile(TREE, task / "a\x1b[2J\x1b]52;c;QUJD\x07\n[task] step 7: observation z.xml")
+    evil_id = "x\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07\u202e\r[os/other] finished"
+    (task / "task.json").write_text(json.dumps({"instruction": "do it", "id": evil_id}))
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    return task, f"replay:{script}"
+
+
+@pytest.mark.parametrize("form", ["jsonl", "osharm"])
+def test_run_over_a_task_directory_escapes_names_in_its_lines(
+    form: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The step, task and summary lines of `run TASK_DIR` wrote the directory's name, its
+    task.json id (in the result folder) and observation file names raw: an ESC, a BEL, a
+    bidi override and a newline that wrote a step line of its own."""
+    task, model = _hostile_task(tmp_path)
+    argv = ["run", str(task), "--model", model, "--format", form, "--out", str(tmp_path / "o")]
+    assert main([*argv, "--observation-type", "a11y_tree"]) == 0
+    out = capsys.readouterr().out
+    assert not _raw_controls(out)
+    lines = out.splitlines()
+    assert all(line.startswith(("[task\\x1b]0;T\\x07]", "summary [task")) for line in lines)
+    if form == "jsonl":
+        assert "observation a\\x1b[2J\\x1b]52;c;QUJD\\x07\\n[task] step 7" in lines[0]
+    else:
+        assert "click\\x1b]8;;\\x07\\u202e\\r[os_other] finished" in lines[0]
+
+
+def test_an_unreadable_observation_with_a_hostile_name_is_one_escaped_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task, model = _hostile_task(tmp_path)
+    for xml in task.glob("*.xml"):
+        xml.write_text("<not xml")
+    argv = ["run", str(task), "--model", model, "--out", str(tmp_path / "o")]
+    assert main([*argv, "--observation-type", "a11y_tree"]) == 1
+    out = capsys.readouterr().out
+    assert not _raw_controls(out)
+    (summary,) = out.splitlines()
+    assert "observation a\\x1b[2J\\x1b]52;c;QUJD\\x07\\n[task] step 7" in summary
+
+
+# --- predict and render: text on a terminal, exact when piped; JSON escaped ---------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _script(tmp_path: Path, reply: str) -> str:
+    script = tmp_path / "replies.jsonl"
+    script.write_text(json.dumps({"response": reply}) + "\n")
+    return f"replay:{script}"
+
+
+REPLY = "Thinking.\n\tok\x1b]0;PWNED\x07\x1b[2J\rFAKE\x9b31m\u202eevil\x00end\n```python\nDONE\n```"
+
+
+def test_predict_escapes_the_reply_on_a_terminal_and_keeps_it_exact_piped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply (the model's words) reached a terminal raw: a title, a cleared screen."""
+    argv = ["predict", "--a11y", str(TREE), "--instruction", "x"]
+    argv += ["--model", _script(tmp_path, REPLY)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == f"{REPLY}\n--- actions ---\nDONE\n"
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(argv) == 0
+    shown = terminal.getvalue()
+    assert shown.startswith("Thinking.\n\tok\\x1b]0;PWNED\\x07\\x1b[2J\\rFAKE\\x9b31m\\u202eevil")
+    assert shown.endswith("\n--- actions ---\nDONE\n")
+    assert not _raw_controls(shown)
+
+
+def test_predict_json_escapes_c1_and_bidi_controls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ensure_ascii=False` let C1 controls and bidi overrides through raw (C0 was escaped)."""
+    argv = ["predict", "--a11y", str(TREE), "--instruction", "x", "--json"]
+    assert main([*argv, "--model", _script(tmp_path, REPLY)]) == 0
+    out = capsys.readouterr().out
+    assert not _raw_controls(out.rstrip("\n"))
+    assert "\\u009b31m\\u202eevil" in out
+    assert json.loads(out)["response"] == REPLY
+
+
+#: One button, its name holding a C1 CSI and a bidi override (XML allows both).
+PAGE = (
+    '<desktop-frame xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
+    'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component">'
+    '<push-button name="OK&#x9b;2J&#x202e;kO" st:visible="true" st:showing="true" '
+    'st:enabled="true" cp:screencoord="(1, 2)" cp:size="(3, 4)"/></desktop-frame>'
+)
+
+
+def _page_task(tmp_path: Path) -> Path:
+    """A task whose page (XML allows C1 and bidi controls) and instruction are hostile."""
+    task = tmp_path / "page"
+    task.mkdir()
+    (task / "a.xml").write_text(PAGE, encoding="utf-8")
+    (task / "task.json").write_text(json.dumps({"instruction": "do it\x1b]52;c;QUJD\x07"}))
+    return task
+
+
+def test_render_escapes_the_page_and_instruction_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = _page_task(tmp_path)
+    argv = ["render", str(task), "--observation-type", "a11y_tree"]
+    assert main(argv) == 0
+    piped = capsys.readouterr().out
+    assert "do it\x1b]52;c;QUJD\x07\n" in piped
+    assert "OK\x9b2J\u202ekO" in piped
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(argv) == 0
+    shown = terminal.getvalue()
+    assert "do it\\x1b]52;c;QUJD\\x07\n" in shown
+    assert "OK\\x9b2J\\u202ekO" in shown
+    assert "\t" in shown  # the table's columns stay readable
+    assert not _raw_controls(shown)
+    assert shown.count("\n") == piped.count("\n")
+
+
+def test_render_json_escapes_c1_and_bidi_controls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = _page_task(tmp_path)
+    assert main(["render", str(task), "--observation-type", "a11y_tree", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "OK\\u009b2J\\u202ekO" in out
+    assert not _raw_controls(out)
+    rendered = json.loads(out)
+    assert "OK\x9b2J\u202ekO" in rendered["messages"][1]["content"][0]["text"]
+
+
+def test_replay_json_escapes_c1_and_bidi_controls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recorded reply whose actions differ now: `replay --json` quotes them with their controls."""
+    code = "pyautogui.write('\u202e\x9b2J')"
+    line = {"step": 1, "response": f"```python\n{code}\n```", "actions": [], "model": "gpt-4o"}
+    line |= {"observation_type": "a11y_tree", "action_space": "pyautogui", "instruction": "x"}
+    (tmp_path / "trajectory.jsonl").write_text(json.dumps(line) + "\n")
+    assert main(["replay", str(tmp_path), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert not _raw_controls(out)
+    assert json.loads(out)["differences"][0]["now"] == [code]
