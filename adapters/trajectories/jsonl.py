@@ -547,7 +547,7 @@ def _int_or_none(value: object, key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Bad(f"'{key}' must be an integer or null; got {value!r}")
+        raise _Bad(f"'{key}' must be an integer or null; got {excerpt(value)}")
     return value
 
 
@@ -564,7 +564,7 @@ def _seconds_or_cost(value: object, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Bad(f"'{key}' must be a number >= 0 or null; got {value!r}")
+        raise _Bad(f"'{key}' must be a number >= 0 or null; got {excerpt(value)}")
     try:
         number = float(value)
     except OverflowError:
@@ -572,7 +572,7 @@ def _seconds_or_cost(value: object, key: str) -> float | None:
             f"'{key}' must be a number >= 0 or null; got a {len(str(value))}-digit integer"
         ) from None
     if not math.isfinite(number) or number < 0:
-        raise _Bad(f"'{key}' must be a number >= 0 or null; got {value!r}")
+        raise _Bad(f"'{key}' must be a number >= 0 or null; got {excerpt(value)}")
     return number
 
 
@@ -588,7 +588,7 @@ def _masks(value: object) -> tuple[Mask, ...] | None:
             or len(box) != 4
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in box)
         ):
-            raise _Bad(f"'masks' items must be [x, y, w, h] integer lists; got {box!r}")
+            raise _Bad(f"'masks' items must be [x, y, w, h] integer lists; got {excerpt(box)}")
         masks.append((box[0], box[1], box[2], box[3]))
     return tuple(masks)
 
@@ -597,7 +597,7 @@ def _count(value: object, key: str, low: int) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise _Bad(f"'{key}' must be an integer >= {low} or null; got {value!r}")
+        raise _Bad(f"'{key}' must be an integer >= {low} or null; got {excerpt(value)}")
     return value
 
 
@@ -618,7 +618,7 @@ def _episode_step(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _Bad(f"'episode_step' must be an integer >= 1 or null; got {value!r}")
+        raise _Bad(f"'episode_step' must be an integer >= 1 or null; got {excerpt(value)}")
     return value
 
 

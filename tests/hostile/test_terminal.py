@@ -28,6 +28,7 @@ from adapters.cli import _COMMANDS, MAX_LOG_TEXT, _log_handler, main
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.providers.computer_use import reply_text
 from adapters.testing import FakeClient
+from adapters.trajectories.jsonl import parse_entry
 from osharm_core import Message, TextPart
 from tests.adapters.helpers import loopback_client
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
@@ -370,3 +371,26 @@ def test_replay_json_escapes_c1_and_bidi_controls(
     out = capsys.readouterr().out
     assert not _raw_controls(out)
     assert json.loads(out)["differences"][0]["now"] == [code]
+
+
+# --- trajectory lines: hostile values quoted by excerpt -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("latency", "A" * 4_000_000),
+        ("cost_usd", ["\x1b"] * 1_000_000),
+        ("masks", [["\x1b[2J", "A" * 4_000_000]]),
+        ("max_trajectory_length", "A" * 4_000_000),
+        ("a11y_tree_max_tokens", "A" * 4_000_000),
+        ("episode_step", "A" * 4_000_000),
+        ("usage", {"input_tokens": "A" * 4_000_000}),
+    ],
+)
+def test_a_bad_value_in_a_trajectory_line_is_quoted_short(key: str, value: object) -> None:
+    """`got {value!r}` quoted a 4 MiB value whole: a 4 MiB error line (or torn-tail note)."""
+    failure = parse_entry(json.dumps({"response": "DONE", key: value})).failure()
+    assert "must be" in failure
+    assert len(failure) < 200
+    assert not _raw_controls(failure)
