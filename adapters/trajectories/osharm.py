@@ -116,7 +116,7 @@ def _segment(text: str) -> str:
         size = len(os.fsencode(cleaned))
     except UnicodeEncodeError:
         raise TrajectoryError(
-            f"{text!r} cannot name a result folder (the file system cannot encode it)"
+            f"{excerpt(text)} cannot name a result folder (the file system cannot encode it)"
         ) from None
     if size > _NAME_MAX:
         raise TrajectoryError(

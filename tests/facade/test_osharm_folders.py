@@ -309,6 +309,9 @@ def test_a_failing_episode_ends_with_the_error_line_and_no_result(tmp_path: Path
 def test_a_name_no_folder_can_have_is_a_trajectory_error(example_id: str, message: str) -> None:
     with pytest.raises(TrajectoryError, match=message):
         result_folder("results", CONFIG, "os", example_id)
+    with pytest.raises(TrajectoryError) as huge:  # quoted by an excerpt, however long
+        result_folder("results", CONFIG, "os", example_id * 1_000_000)
+    assert len(str(huge.value)) < 200
     assert result_folder("results", CONFIG, "os", "é" * 127).name == "é" * 127
 
 
