@@ -7,7 +7,8 @@ pyautogui code is rewritten only where a coordinate is a numeric literal
 variable) is left exactly as written, since its value is unknown before the code runs. `tag_N` centres come from the
 tree in screen pixels and are added after mapping, so they are never mapped.
 Code that does not parse as Python is left alone. computer_13 actions have
-their numeric `x` and `y` mapped.
+their `x` and `y` mapped (in OSWorld's nested `parameters` form too); one that
+is not a number is refused, never passed on in the model's grid.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from osharm_core.accessibility import LinearizedTable, parse_pair
+from osharm_core.errors import ActionParseError, excerpt, number_excerpt
 from osharm_core.frames import CoordinateFrame
+from osharm_core.vocabulary import nested_parameters
 
 # Calls whose x and y are absolute: the positions of x and y among the arguments.
 _ABSOLUTE: Final = {
@@ -226,24 +229,53 @@ def _coordinate(value: object) -> bool:
 
 
 def reframe_computer_13(action: Mapping[str, Any], frame: CoordinateFrame | None) -> Any:
-    """A computer_13 action with numeric `x` and `y` mapped to screen pixels (a new dict).
+    """A computer_13 action with its `x` and `y` mapped to screen pixels (a new dict).
+
+    The coordinates are the action's own, or those of its `parameters` in OSWorld's
+    nested form (`osharm_core.vocabulary.nested_parameters`), which the env runs as
+    the flat one. Under a frame that maps anything, an `x` or `y` that is not a
+    number the frame maps to a pixel (a string, a bool, NaN, an integer past any float)
+    raises `ActionParseError` naming it: left as written it would be read in the model's
+    grid, and `parse_reply` makes that reply unparsable, as the parser does NaN.
 
     >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
     >>> reframe_computer_13({"action_type": "CLICK", "x": 10, "y": 20}, frame)
     {'action_type': 'CLICK', 'x': 20, 'y': 40}
+    >>> reframe_computer_13({"action_type": "DRAG_TO", "parameters": {"x": 10, "y": 20}}, frame)
+    {'action_type': 'DRAG_TO', 'parameters': {'x': 20, 'y': 40}}
     """
     if frame is None or frame.is_identity:
         return action
-    x, y = action.get("x"), action.get("y")
-    if not (_coordinate(x) and _coordinate(y)):
+    params = nested_parameters(action)
+    holder = action if params is None else params
+    mapped: dict[str, int] = {}
+    for axis, key in enumerate(("x", "y")):
+        if key not in holder:
+            continue
+        value = holder[key]
+        where = key if params is None else f"parameters.{key}"
+        if not _coordinate(value):
+            raise ActionParseError(
+                f"{_kind(action)}.{where}: expected a number in the model's grid, got "
+                f"{type(value).__name__} {excerpt(value, 60)}"
+            )
+        point = (value, 0.0) if axis == 0 else (0.0, value)
+        try:
+            mapped[key] = frame.to_screen(*point)[axis]
+        except (ValueError, OverflowError):
+            raise ActionParseError(
+                f"{_kind(action)}.{where}: {number_excerpt(value)} is no point on the screen"
+            ) from None
+    if not mapped:
         return action
-    assert isinstance(x, int | float)
-    assert isinstance(y, int | float)
-    try:
-        sx, sy = frame.to_screen(x, y)
-    except (ValueError, OverflowError):
-        return action
-    return {**action, "x": sx, "y": sy}
+    if params is None:
+        return {**action, **mapped}
+    return {**action, "parameters": {**params, **mapped}}
+
+
+def _kind(action: Mapping[str, Any]) -> str:
+    kind = action.get("action_type")
+    return kind if isinstance(kind, str) and kind.isidentifier() else excerpt(kind, 30)
 
 
 def _format(point: tuple[int, int] | tuple[float, float]) -> str:

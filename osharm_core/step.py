@@ -12,7 +12,7 @@ from returns.result import Success
 
 from osharm_core.accessibility import LinearizedTable, linearize_table
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform
-from osharm_core.errors import ConfigError, excerpt
+from osharm_core.errors import ActionParseError, ConfigError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.marks import tag_screenshot
 from osharm_core.messages import ImagePart, Message, TextPart
@@ -304,7 +304,8 @@ def parse_reply(
 
     With a `frame`, coordinates are mapped from the model's grid to screen
     pixels (see `osharm_core.reframe`); `tag_N` centres are screen pixels
-    already and are added after the mapping.
+    already and are added after the mapping. A computer_13 `x` or `y` that
+    frame cannot map (a string, say) makes the reply unparsable (None).
     """
     if config.action_space == "computer_13":
         result = parse_actions_from_string(response_text)
@@ -313,7 +314,10 @@ def parse_reply(
         actions: list[Action] = result.unwrap()
         if frame is None or frame.is_identity:
             return actions
-        return [reframe_computer_13(a, frame) if isinstance(a, dict) else a for a in actions]
+        try:
+            return [reframe_computer_13(a, frame) if isinstance(a, dict) else a for a in actions]
+        except ActionParseError:  # a coordinate the frame cannot map: unparsable, like NaN
+            return None
     if frame is None or frame.is_identity:
         if config.observation_type == "som":
             return list(parse_code_from_som_string(response_text, masks or ()))
