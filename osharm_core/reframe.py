@@ -14,6 +14,7 @@ is not a number is refused, never passed on in the model's grid.
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -171,21 +172,69 @@ def _edits(tree: ast.AST, frame: CoordinateFrame) -> list[tuple[ast.expr, str]]:
     return edits
 
 
-# A backslash and the character after it, the pair taken whole (so `\\` is one pair).
-_ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
-_VALID_AFTER_BACKSLASH: Final = frozenset("\\'\"abfnrtv01234567xNuU\n\r")
+# A backslash and what follows it, the pair taken whole (so `\\` is one pair): a `\N{...}`
+# name, up to three octal digits, or one character.
+_ESCAPE: Final = re.compile(r"\\(N\{[A-Za-z0-9 \-]*\}|[0-7]{1,3}|.)", re.DOTALL)
+# What may follow a backslash in both str and bytes literals without a warning (octal digits
+# are judged by their value). `\N`, `\u` and `\U` are escapes of str only: bytes warn of them.
+_VALID_AFTER_BACKSLASH: Final = frozenset("\\'\"abfnrtvx\n\r")
+
+_DIGITS: Final = r"[0-9](?:_?[0-9])*"
+_EXPONENT: Final = rf"[eE][-+]?{_DIGITS}"
+# A number token as the tokenizer reads it (longest first, never backtracked into), directly
+# followed by a keyword it warns of ("invalid decimal literal": `1if`, `0x1for`, `1.else`).
+_NUMBER_BEFORE_KEYWORD: Final = re.compile(
+    rf"(?<![0-9A-Za-z_.])(?>0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+"
+    rf"|(?:{_DIGITS}\.(?:{_DIGITS})?(?:{_EXPONENT})?|\.{_DIGITS}(?:{_EXPONENT})?"
+    rf"|{_DIGITS}{_EXPONENT}|{_DIGITS})[jJ]?)"
+    r"(?=and|else|for|if|in|is|not|or)"
+)
 
 
-def _valid_escape(match: re.Match[str]) -> str:
-    return match[0] if match[1] in _VALID_AFTER_BACKSLASH else "_" + match[1]
+def _plain_escape(match: re.Match[str]) -> str:
+    after = match[1]
+    if after.startswith("N{"):
+        return "_" * len(match[0])
+    if after[0] in "01234567":
+        return match[0] if int(after, 8) <= 0o377 else "_" + after
+    return match[0] if after in _VALID_AFTER_BACKSLASH else "_" + after
 
 
-def _valid_escapes(code: str) -> str:
-    """`code` with each escape Python does not know (`'\\d'`, `'C:\\path'`) made plain, length
-    and offsets kept. `ast.parse` warns of those (a SyntaxError where warnings are errors: the
-    mapping would depend on the process's warning filters); no literal coordinate is in one.
+def _starts_token(code: str, at: int) -> bool:
+    """Whether a number may start at `at`: not inside a name (the pattern's look-behind keeps
+    ASCII out, cheaply) or after a dot."""
+    if at == 0:
+        return True
+    before = code[at - 1]
+    return before != "." and not ("a" + before).isidentifier()
+
+
+def _neutralised(code: str) -> tuple[str, tuple[int, ...]]:
+    """`code` with nothing the parser warns of, whatever the warning filters, and where the
+    spaces it needed went: a warning is a SyntaxError where warnings are errors (`python -W
+    error`, pytest's `filterwarnings = error`), and the mapping must not depend on that.
+
+    Escapes Python does not know in both str and bytes literals (`'\\d'`, `b'\\u00e9'`,
+    `'\\777'`, `\\N{...}`) lose their backslash (a name its whole self), in place: offsets
+    are kept and only string values change, which hold no coordinate. A number directly
+    followed by a keyword (`1if`, `[0x1for ...]`) gets a space before the keyword: such a
+    number is an operand, never a coordinate argument. The second item is the offset in
+    `code` of each space put in, in order.
     """
-    return _ESCAPE.sub(_valid_escape, code) if "\\" in code else code
+    if "\\" in code:
+        code = _ESCAPE.sub(_plain_escape, code)
+    spaces = tuple(
+        m.end() for m in _NUMBER_BEFORE_KEYWORD.finditer(code) if _starts_token(code, m.start())
+    )
+    if not spaces:
+        return code, ()
+    pieces: list[str] = []
+    done = 0
+    for at in spaces:
+        pieces += (code[done:at], " ")
+        done = at
+    pieces.append(code[done:])
+    return "".join(pieces), spaces
 
 
 def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
@@ -197,24 +246,30 @@ def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
     """
     if frame is None or frame.is_identity or "pyautogui" not in code:
         return code
+    parsed, spaces = _neutralised(code)
     try:
-        tree = ast.parse(_valid_escapes(code))
+        tree = ast.parse(parsed)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return code
     edits = _edits(tree, frame)
     if not edits:
         return code
-    data = code.encode("utf-8")
     starts = [0]
-    for line in data.splitlines(keepends=True):
+    for line in parsed.encode("utf-8").splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
+    # Where each space put in stands in `parsed`'s bytes: an offset there, less the spaces
+    # before it, is the same place in `code`'s.
+    added = [len(code[:at].encode("utf-8")) + index for index, at in enumerate(spaces)]
     spans = []
     for expr, replacement in edits:
         assert expr.end_lineno is not None
         assert expr.end_col_offset is not None
         begin = starts[expr.lineno - 1] + expr.col_offset
         end = starts[expr.end_lineno - 1] + expr.end_col_offset
+        begin -= bisect.bisect_left(added, begin)
+        end -= bisect.bisect_left(added, end)
         spans.append((begin, end, replacement.encode("ascii")))
+    data = code.encode("utf-8")
     pieces: list[bytes] = []
     done = 0
     for begin, end, new in sorted(spans):

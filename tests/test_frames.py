@@ -29,7 +29,7 @@ from osharm_core import (
 from osharm_core.accessibility import linearize_accessibility_tree, linearize_table
 from osharm_core.errors import ActionParseError
 from osharm_core.reframe import (
-    _valid_escapes,
+    _neutralised,
     reframe_code,
     reframe_computer_13,
     reframe_linearized,
@@ -49,6 +49,7 @@ from tests.strategies import (
     row_like_texts,
     screen_points,
     screen_sizes,
+    warning_prone_code,
 )
 
 HALF = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
@@ -505,10 +506,19 @@ def test_a_malformed_frame_in_saved_state_or_trajectory_is_a_typed_error(
         "pyautogui.typewrite('C:\\dir\\d'); pyautogui.click(10, 20)",
         "pyautogui.typewrite(r'\\d+'); pyautogui.click(10, 20)",
         "pyautogui.typewrite('a\\\\d\\q\\8'); pyautogui.click(10, 20)",
+        "x = b'\\u00e9'; pyautogui.click(10, 20)",
+        "x = b'\\N{DASH}'; pyautogui.click(10, 20)",
+        "x = f'\\N{EM DASH}'; pyautogui.click(10, 20)",
+        "x = '\\777'; pyautogui.click(10, 20)",
+        "pyautogui.click(10, 20) if 1else None",
+        "x = [0x1for i in range(1)]; pyautogui.click(10, 20)",
+        "x = 1.5or 1.e5if 1else 1jand 2; pyautogui.click(10, 20)",
+        "x = 'é'; y = 1if 1else 2; pyautogui.click(10, 20); z = 0b1in []; pyautogui.click(10, 20)",
     ],
 )
 def test_mapping_does_not_depend_on_the_warning_filters(code: str) -> None:
-    """Escapes Python does not know (it warns of them) leave the mapping as it is where
+    """What Python's parser warns of (escapes a str or bytes literal does not know, an octal
+    escape past 0o377, a number run into a keyword) leaves the mapping as it is where
     warnings are errors (`python -W error`): once, those replies were left unmapped there."""
     expected = code.replace("click(10, 20)", "click(20, 40)")
     assert reframe_code(code, HALF) == expected
@@ -517,14 +527,39 @@ def test_mapping_does_not_depend_on_the_warning_filters(code: str) -> None:
         assert reframe_code(code, HALF) == expected
 
 
-@given(any_text)
-def test_unknown_escapes_are_made_plain_in_place(text: str) -> None:
-    """Length and every character but a backslash kept; no escape Python warns of is left."""
-    plain = _valid_escapes(text)
-    assert len(plain) == len(text)
-    assert all(a == b or (a == "\\" and b == "_") for a, b in zip(text, plain, strict=True))
+@given(warning_prone_code())
+def test_no_warning_filter_changes_the_mapping(code: str) -> None:
+    """Under any filters the output is the same, and the click is mapped wherever the code
+    parses at all (code Python refuses may be mapped too: it never runs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet = reframe_code(code, HALF)
+        try:
+            ast.parse(code)
+        except (SyntaxError, ValueError):
+            parses = False
+        else:
+            parses = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert reframe_code(code, HALF) == quiet
+    assert "pyautogui.click(20, 40)" in quiet or not parses
+
+
+@given(any_text | warning_prone_code())
+def test_what_the_parser_reads_warns_of_nothing_and_keeps_every_offset(text: str) -> None:
+    """The code parsed is the text with escapes made plain in place and a space before each
+    keyword a number ran into: every other character stands where it stood, and the parser
+    warns of none of it."""
+    plain, spaces = _neutralised(text)
+    assert len(plain) == len(text) + len(spaces)
+    added = [at + index for index, at in enumerate(spaces)]
+    assert all(plain[at] == " " for at in added)
+    kept = "".join(c for i, c in enumerate(plain) if i not in set(added))
+    for a, b in zip(text, kept, strict=True):
+        assert a == b or b == "_"
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with contextlib.suppress(SyntaxError, ValueError):
             ast.parse(plain)
-    assert not [w for w in seen if "escape" in str(w.message)]
+    assert not seen, [str(w.message) for w in seen]
