@@ -387,15 +387,36 @@ def reframe_linearized(table: LinearizedTable, frame: CoordinateFrame | None) ->
     return "".join(pieces)
 
 
-def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
-    """A table's text with every line that ends in `(x, y)\\t(w, h)` mapped to the model's grid.
+def table_rows(table: str) -> tuple[tuple[int, int, int], ...]:
+    """Where the position and size of each line of `table` that ends in `(x, y)\\t(w, h)`
+    stand, as `LinearizedTable.geometry` gives a linearized tree's rows.
 
     For a table known only as text (as a recording keeps it): which lines are
     rows cannot be told from the text, since cell text may hold tabs, newlines
     and pairs, so every line whose last two tab-separated fields are pairs
-    (`parse_pair`: ints or floats, any spacing) is taken for a row; other lines
-    are left alone. A table linearized here is mapped exactly, per node, by
-    `reframe_linearized`.
+    (`parse_pair`: ints or floats, any spacing) is taken for a row.
+
+    >>> table = "tag\\tpos\\tsize\\nOK\\t(100, 40)\\t(60, 20)"
+    >>> [(table[p : s - 1], table[s:e]) for p, s, e in table_rows(table)]
+    [('(100, 40)', '(60, 20)')]
+    """
+    rows: list[tuple[int, int, int]] = []
+    at = 0
+    for line in table.split("\n"):
+        head, tab, size = line.rpartition("\t")
+        start, tab2, position = head.rpartition("\t")
+        if tab and tab2 and parse_pair(position) is not None and parse_pair(size) is not None:
+            rows.append((at + len(start) + 1, at + len(head) + 1, at + len(line)))
+        at += len(line) + 1
+    return tuple(rows)
+
+
+def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
+    """A table's text with every line that ends in `(x, y)\\t(w, h)` mapped to the model's grid.
+
+    The rows are `table_rows`'s (every line whose last two tab-separated fields
+    are pairs); other lines are left alone. A table linearized here is mapped
+    exactly, per node, by `reframe_linearized`.
 
     >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
     >>> reframe_table("tag\\tname\\tpos\\tsize\\nbutton\\tOK\\t(100, 40)\\t(60, 20)", frame)
@@ -403,13 +424,4 @@ def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
     """
     if frame is None or frame.is_identity:
         return table
-    lines = table.split("\n")
-    for index, line in enumerate(lines):
-        head, tab, size = line.rpartition("\t")
-        start, tab2, position = head.rpartition("\t")
-        if not (tab and tab2):
-            continue
-        mapped = _geometry_in_frame(position, size, frame)
-        if mapped is not None:
-            lines[index] = f"{start}\t{mapped}"
-    return "\n".join(lines)
+    return reframe_linearized(LinearizedTable(table, table_rows(table)), frame)

@@ -24,7 +24,12 @@ from osharm_core.parsing import (
     som_prefix,
 )
 from osharm_core.prompts import system_message
-from osharm_core.reframe import reframe_code, reframe_computer_13, reframe_linearized
+from osharm_core.reframe import (
+    reframe_code,
+    reframe_computer_13,
+    reframe_linearized,
+    table_rows,
+)
 from osharm_core.scaling import ScalingPreset, effective_scaling, resize_png, resolve_preset
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
 from osharm_core.tokens import TokenSplit, cl100k_encoding, count_joined, trim_with_split
@@ -71,6 +76,16 @@ class LinearizedTree:
         table = linearize_table(source, platform, ubuntu_attributes=ubuntu_attributes)
         return cls(source, platform, ubuntu_attributes, table.text, table.geometry)
 
+    @classmethod
+    def of_table(
+        cls, table: str, platform: Platform, *, ubuntu_attributes: bool = False
+    ) -> LinearizedTree:
+        """A table kept without its tree (a recording's linearized `a11y_tree`), so a step
+        rebuilt from it maps and trims the whole table as the step sent did. Its rows are
+        `table_rows`'s (every line ending in two pairs); `source` is the table itself.
+        """
+        return cls(table, platform, ubuntu_attributes, table, table_rows(table))
+
     def in_frame(self, frame: CoordinateFrame | None) -> str:
         """The table with each kept node's position and size in `frame`'s grid (`reframe_linearized`)."""
         if frame is None or frame.is_identity:
@@ -114,7 +129,8 @@ class StepRequest:
     observation, stored in the history by `complete_step`; `masks` are the
     set-of-marks boxes (`som` only) that `tag_N` variables refer to.
     `linearized` is the observation's whole linearized tree (`None` when the
-    observation type reads no tree, and for `som`); it is not compared.
+    observation type reads no tree, and for `som`; a recording's kept table
+    as `LinearizedTree.of_table`); it is not compared.
     """
 
     messages: tuple[Message, ...] = attrs.field(converter=_messages)
