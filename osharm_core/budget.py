@@ -35,6 +35,7 @@ from osharm_core.limits import Degradation, RequestSize, ServerLimits
 from osharm_core.messages import ImagePart, Message, TextPart, render_openai_chat
 from osharm_core.observation import png_size
 from osharm_core.prompts import reframe_system_message
+from osharm_core.reframe import reframe_table
 from osharm_core.scaling import (
     PRESETS,
     QWEN_MIN_PIXELS,
@@ -331,19 +332,37 @@ def _resized(record: ObservationRecord, size: tuple[int, int]) -> ObservationRec
 
 
 def _tree_in_frame(
-    config: AgentConfig, record: ObservationRecord, linearized: LinearizedTree | None
+    config: AgentConfig,
+    record: ObservationRecord,
+    old: CoordinateFrame | None,
+    linearized: LinearizedTree | None,
 ) -> ObservationRecord:
-    """`record` with its tree's positions read again in its frame (after a resize).
+    """`record` with its tree's positions read again in its frame (after a resize from `old`).
 
     The tree's rows give positions on the image sent; once the screenshot is
     resampled they must be those of the new image, or a point read off the
     tree lands elsewhere on the screen. `linearized` is the step's whole table.
+    Without it (a step rebuilt by `step_messages` from a kept table) the rows of
+    the tree shown, in screen pixels, are mapped as `reframe_table` reads them;
+    a tree shown in another scaled frame cannot be, exactly, and is a `StateError`.
+    A set-of-marks element table holds no positions and is kept.
     """
-    if linearized is None or record.accessibility_tree is None:
+    tree = record.accessibility_tree
+    if tree is None:
         return record
-    table = linearized.in_frame(record.frame)
-    tree, _ = trim_with_split(table, config.a11y_tree_max_tokens)
-    return attrs.evolve(record, accessibility_tree=tree)
+    if linearized is not None:
+        table = linearized.in_frame(record.frame)
+        trimmed, _ = trim_with_split(table, config.a11y_tree_max_tokens)
+        return attrs.evolve(record, accessibility_tree=trimmed)
+    if config.observation_type == "som":
+        return record
+    if old is not None and not old.is_identity:
+        raise StateError(
+            "the screenshot is downscaled, but its accessibility tree is shown in an earlier "
+            "scaled frame and the request keeps no linearized table to show it in the new one "
+            "(build it with prepare_step, or from a tree in screen pixels)"
+        )
+    return attrs.evolve(record, accessibility_tree=reframe_table(tree, record.frame))
 
 
 def _system_in_frame(
@@ -415,7 +434,7 @@ def fit_step(
             if broken(messages) is None:
                 break
             smaller = _resized(original, size)
-            draft.current = _tree_in_frame(config, smaller, request.linearized)
+            draft.current = _tree_in_frame(config, smaller, original.frame, request.linearized)
             draft.system = _system_in_frame(
                 config, request.messages[0], original.frame, draft.current.frame
             )
@@ -505,7 +524,7 @@ def refit_step(
             )
         old = draft.current.frame
         draft.current = _tree_in_frame(
-            config, _resized(draft.current, degradation.screenshot_size), request.linearized
+            config, _resized(draft.current, degradation.screenshot_size), old, request.linearized
         )
         draft.system = _system_in_frame(config, draft.system, old, draft.current.frame)
     tokens = degradation.tree_tokens

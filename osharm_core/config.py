@@ -162,7 +162,8 @@ class AgentConfig:
     client_password: str = attrs.field(default="password", validator=_password)
     #: How screenshots are scaled before sending: "native" (as captured, the
     #: reference's bytes; on an `anthropic-computer/` model the `claude` or
-    #: `claude-hires` size Anthropic would shrink it to, see `effective_scaling`),
+    #: `claude-hires` size Anthropic would shrink it to, see `effective_scaling`; any
+    #: other preset is fitted within that size there, see `resolve_preset`),
     #: "auto" (the model family's preset) or a preset name
     #: (see `osharm_core.scaling.PRESETS`, or "max_pixels=N").
     scaling: str = attrs.field(default="native", validator=_scaling)

@@ -7,19 +7,23 @@ pyautogui code is rewritten only where a coordinate is a numeric literal
 variable) is left exactly as written, since its value is unknown before the code runs. `tag_N` centres come from the
 tree in screen pixels and are added after mapping, so they are never mapped.
 Code that does not parse as Python is left alone. computer_13 actions have
-their numeric `x` and `y` mapped.
+their `x` and `y` mapped (in OSWorld's nested `parameters` form too); one that
+is not a number is refused, never passed on in the model's grid.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from osharm_core.accessibility import LinearizedTable, parse_pair
+from osharm_core.errors import ActionParseError, excerpt, number_excerpt
 from osharm_core.frames import CoordinateFrame
+from osharm_core.vocabulary import nested_parameters
 
 # Calls whose x and y are absolute: the positions of x and y among the arguments.
 _ABSOLUTE: Final = {
@@ -168,21 +172,69 @@ def _edits(tree: ast.AST, frame: CoordinateFrame) -> list[tuple[ast.expr, str]]:
     return edits
 
 
-# A backslash and the character after it, the pair taken whole (so `\\` is one pair).
-_ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
-_VALID_AFTER_BACKSLASH: Final = frozenset("\\'\"abfnrtv01234567xNuU\n\r")
+# A backslash and what follows it, the pair taken whole (so `\\` is one pair): a `\N{...}`
+# name, up to three octal digits, or one character.
+_ESCAPE: Final = re.compile(r"\\(N\{[A-Za-z0-9 \-]*\}|[0-7]{1,3}|.)", re.DOTALL)
+# What may follow a backslash in both str and bytes literals without a warning (octal digits
+# are judged by their value). `\N`, `\u` and `\U` are escapes of str only: bytes warn of them.
+_VALID_AFTER_BACKSLASH: Final = frozenset("\\'\"abfnrtvx\n\r")
+
+_DIGITS: Final = r"[0-9](?:_?[0-9])*"
+_EXPONENT: Final = rf"[eE][-+]?{_DIGITS}"
+# A number token as the tokenizer reads it (longest first, never backtracked into), directly
+# followed by a keyword it warns of ("invalid decimal literal": `1if`, `0x1for`, `1.else`).
+_NUMBER_BEFORE_KEYWORD: Final = re.compile(
+    rf"(?<![0-9A-Za-z_.])(?>0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+"
+    rf"|(?:{_DIGITS}\.(?:{_DIGITS})?(?:{_EXPONENT})?|\.{_DIGITS}(?:{_EXPONENT})?"
+    rf"|{_DIGITS}{_EXPONENT}|{_DIGITS})[jJ]?)"
+    r"(?=and|else|for|if|in|is|not|or)"
+)
 
 
-def _valid_escape(match: re.Match[str]) -> str:
-    return match[0] if match[1] in _VALID_AFTER_BACKSLASH else "_" + match[1]
+def _plain_escape(match: re.Match[str]) -> str:
+    after = match[1]
+    if after.startswith("N{"):
+        return "_" * len(match[0])
+    if after[0] in "01234567":
+        return match[0] if int(after, 8) <= 0o377 else "_" + after
+    return match[0] if after in _VALID_AFTER_BACKSLASH else "_" + after
 
 
-def _valid_escapes(code: str) -> str:
-    """`code` with each escape Python does not know (`'\\d'`, `'C:\\path'`) made plain, length
-    and offsets kept. `ast.parse` warns of those (a SyntaxError where warnings are errors: the
-    mapping would depend on the process's warning filters); no literal coordinate is in one.
+def _starts_token(code: str, at: int) -> bool:
+    """Whether a number may start at `at`: not inside a name (the pattern's look-behind keeps
+    ASCII out, cheaply) or after a dot."""
+    if at == 0:
+        return True
+    before = code[at - 1]
+    return before != "." and not ("a" + before).isidentifier()
+
+
+def _neutralised(code: str) -> tuple[str, tuple[int, ...]]:
+    """`code` with nothing the parser warns of, whatever the warning filters, and where the
+    spaces it needed went: a warning is a SyntaxError where warnings are errors (`python -W
+    error`, pytest's `filterwarnings = error`), and the mapping must not depend on that.
+
+    Escapes Python does not know in both str and bytes literals (`'\\d'`, `b'\\u00e9'`,
+    `'\\777'`, `\\N{...}`) lose their backslash (a name its whole self), in place: offsets
+    are kept and only string values change, which hold no coordinate. A number directly
+    followed by a keyword (`1if`, `[0x1for ...]`) gets a space before the keyword: such a
+    number is an operand, never a coordinate argument. The second item is the offset in
+    `code` of each space put in, in order.
     """
-    return _ESCAPE.sub(_valid_escape, code) if "\\" in code else code
+    if "\\" in code:
+        code = _ESCAPE.sub(_plain_escape, code)
+    spaces = tuple(
+        m.end() for m in _NUMBER_BEFORE_KEYWORD.finditer(code) if _starts_token(code, m.start())
+    )
+    if not spaces:
+        return code, ()
+    pieces: list[str] = []
+    done = 0
+    for at in spaces:
+        pieces += (code[done:at], " ")
+        done = at
+    pieces.append(code[done:])
+    return "".join(pieces), spaces
 
 
 def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
@@ -194,24 +246,30 @@ def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
     """
     if frame is None or frame.is_identity or "pyautogui" not in code:
         return code
+    parsed, spaces = _neutralised(code)
     try:
-        tree = ast.parse(_valid_escapes(code))
+        tree = ast.parse(parsed)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return code
     edits = _edits(tree, frame)
     if not edits:
         return code
-    data = code.encode("utf-8")
     starts = [0]
-    for line in data.splitlines(keepends=True):
+    for line in parsed.encode("utf-8").splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
+    # Where each space put in stands in `parsed`'s bytes: an offset there, less the spaces
+    # before it, is the same place in `code`'s.
+    added = [len(code[:at].encode("utf-8")) + index for index, at in enumerate(spaces)]
     spans = []
     for expr, replacement in edits:
         assert expr.end_lineno is not None
         assert expr.end_col_offset is not None
         begin = starts[expr.lineno - 1] + expr.col_offset
         end = starts[expr.end_lineno - 1] + expr.end_col_offset
+        begin -= bisect.bisect_left(added, begin)
+        end -= bisect.bisect_left(added, end)
         spans.append((begin, end, replacement.encode("ascii")))
+    data = code.encode("utf-8")
     pieces: list[bytes] = []
     done = 0
     for begin, end, new in sorted(spans):
@@ -226,24 +284,53 @@ def _coordinate(value: object) -> bool:
 
 
 def reframe_computer_13(action: Mapping[str, Any], frame: CoordinateFrame | None) -> Any:
-    """A computer_13 action with numeric `x` and `y` mapped to screen pixels (a new dict).
+    """A computer_13 action with its `x` and `y` mapped to screen pixels (a new dict).
+
+    The coordinates are the action's own, or those of its `parameters` in OSWorld's
+    nested form (`osharm_core.vocabulary.nested_parameters`), which the env runs as
+    the flat one. Under a frame that maps anything, an `x` or `y` that is not a
+    number the frame maps to a pixel (a string, a bool, NaN, an integer past any float)
+    raises `ActionParseError` naming it: left as written it would be read in the model's
+    grid, and `parse_reply` makes that reply unparsable, as the parser does NaN.
 
     >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
     >>> reframe_computer_13({"action_type": "CLICK", "x": 10, "y": 20}, frame)
     {'action_type': 'CLICK', 'x': 20, 'y': 40}
+    >>> reframe_computer_13({"action_type": "DRAG_TO", "parameters": {"x": 10, "y": 20}}, frame)
+    {'action_type': 'DRAG_TO', 'parameters': {'x': 20, 'y': 40}}
     """
     if frame is None or frame.is_identity:
         return action
-    x, y = action.get("x"), action.get("y")
-    if not (_coordinate(x) and _coordinate(y)):
+    params = nested_parameters(action)
+    holder = action if params is None else params
+    mapped: dict[str, int] = {}
+    for axis, key in enumerate(("x", "y")):
+        if key not in holder:
+            continue
+        value = holder[key]
+        where = key if params is None else f"parameters.{key}"
+        if not _coordinate(value):
+            raise ActionParseError(
+                f"{_kind(action)}.{where}: expected a number in the model's grid, got "
+                f"{type(value).__name__} {excerpt(value, 60)}"
+            )
+        point = (value, 0.0) if axis == 0 else (0.0, value)
+        try:
+            mapped[key] = frame.to_screen(*point)[axis]
+        except (ValueError, OverflowError):
+            raise ActionParseError(
+                f"{_kind(action)}.{where}: {number_excerpt(value)} is no point on the screen"
+            ) from None
+    if not mapped:
         return action
-    assert isinstance(x, int | float)
-    assert isinstance(y, int | float)
-    try:
-        sx, sy = frame.to_screen(x, y)
-    except (ValueError, OverflowError):
-        return action
-    return {**action, "x": sx, "y": sy}
+    if params is None:
+        return {**action, **mapped}
+    return {**action, "parameters": {**params, **mapped}}
+
+
+def _kind(action: Mapping[str, Any]) -> str:
+    kind = action.get("action_type")
+    return kind if isinstance(kind, str) and kind.isidentifier() else excerpt(kind, 30)
 
 
 def _format(point: tuple[int, int] | tuple[float, float]) -> str:
@@ -300,15 +387,36 @@ def reframe_linearized(table: LinearizedTable, frame: CoordinateFrame | None) ->
     return "".join(pieces)
 
 
-def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
-    """A table's text with every line that ends in `(x, y)\\t(w, h)` mapped to the model's grid.
+def table_rows(table: str) -> tuple[tuple[int, int, int], ...]:
+    """Where the position and size of each line of `table` that ends in `(x, y)\\t(w, h)`
+    stand, as `LinearizedTable.geometry` gives a linearized tree's rows.
 
     For a table known only as text (as a recording keeps it): which lines are
     rows cannot be told from the text, since cell text may hold tabs, newlines
     and pairs, so every line whose last two tab-separated fields are pairs
-    (`parse_pair`: ints or floats, any spacing) is taken for a row; other lines
-    are left alone. A table linearized here is mapped exactly, per node, by
-    `reframe_linearized`.
+    (`parse_pair`: ints or floats, any spacing) is taken for a row.
+
+    >>> table = "tag\\tpos\\tsize\\nOK\\t(100, 40)\\t(60, 20)"
+    >>> [(table[p : s - 1], table[s:e]) for p, s, e in table_rows(table)]
+    [('(100, 40)', '(60, 20)')]
+    """
+    rows: list[tuple[int, int, int]] = []
+    at = 0
+    for line in table.split("\n"):
+        head, tab, size = line.rpartition("\t")
+        start, tab2, position = head.rpartition("\t")
+        if tab and tab2 and parse_pair(position) is not None and parse_pair(size) is not None:
+            rows.append((at + len(start) + 1, at + len(head) + 1, at + len(line)))
+        at += len(line) + 1
+    return tuple(rows)
+
+
+def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
+    """A table's text with every line that ends in `(x, y)\\t(w, h)` mapped to the model's grid.
+
+    The rows are `table_rows`'s (every line whose last two tab-separated fields
+    are pairs); other lines are left alone. A table linearized here is mapped
+    exactly, per node, by `reframe_linearized`.
 
     >>> frame = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
     >>> reframe_table("tag\\tname\\tpos\\tsize\\nbutton\\tOK\\t(100, 40)\\t(60, 20)", frame)
@@ -316,13 +424,4 @@ def reframe_table(table: str, frame: CoordinateFrame | None) -> str:
     """
     if frame is None or frame.is_identity:
         return table
-    lines = table.split("\n")
-    for index, line in enumerate(lines):
-        head, tab, size = line.rpartition("\t")
-        start, tab2, position = head.rpartition("\t")
-        if not (tab and tab2):
-            continue
-        mapped = _geometry_in_frame(position, size, frame)
-        if mapped is not None:
-            lines[index] = f"{start}\t{mapped}"
-    return "\n".join(lines)
+    return reframe_linearized(LinearizedTable(table, table_rows(table)), frame)

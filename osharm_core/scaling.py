@@ -13,7 +13,8 @@ The vendors' documented numbers:
   "Evaluate image size"). The native resolution is per model: Claude Opus 4.7
   reads up to 2576 px on the long edge, about 3.75 MP (`claude-hires`);
   coordinates Claude gives are in the resized image's pixels
-  (platform.claude.com/docs/en/vision).
+  (platform.claude.com/docs/en/vision), so for Anthropic's computer-use tool
+  every preset's size is fitted within the model's limit (`resolve_preset`).
 * Gemini: images are counted in 768 x 768 tiles of 258 tokens
   (ai.google.dev/gemini-api/docs/tokens); the preset keeps a screenshot within
   2 x 2 tiles. Gemini's computer-use model answers on a 0-999 grid read as
@@ -70,9 +71,16 @@ class ScalingPreset:
     min_pixels: int | None = None
     grid: Grid = "pixels"
     rounding: Rounding = "round"
+    #: A preset the size is then fitted within: the limit of the vendor that will see the
+    #: image (Anthropic's, for any other preset chosen for its computer-use tool).
+    within: ScalingPreset | None = None
 
     def target_size(self, width: int, height: int) -> tuple[int, int]:
         """The size a `width` x `height` screenshot is sent at under this preset."""
+        size = self._own_size(width, height)
+        return size if self.within is None else self.within.target_size(*size)
+
+    def _own_size(self, width: int, height: int) -> tuple[int, int]:
         if self.multiple is not None:
             return smart_resize(
                 width,
@@ -260,24 +268,50 @@ def effective_scaling(scaling: str, model: str) -> str:
     return family if family in ("claude", "claude-hires") else "claude"
 
 
+def vendor_limit(model: str) -> ScalingPreset | None:
+    """The preset a native tool's vendor keeps images within, shrinking any larger one before
+    the model sees it (`claude`, or `claude-hires` on Opus 4.7, for Anthropic's tool); None
+    for every other model.
+
+    >>> vendor_limit("anthropic-computer/claude-sonnet-4-6").name, vendor_limit("gpt-4o")
+    ('claude', None)
+    """
+    if _SHRINKING_TOOL.match(model.strip().lower()) is None:
+        return None
+    return PRESETS[effective_scaling("native", model)]
+
+
 def resolve_preset(scaling: str, model: str) -> ScalingPreset:
-    """The preset a `scaling` setting means for `model` (see `effective_scaling` for "native")."""
+    """The preset a `scaling` setting means for `model` (see `effective_scaling` for "native").
+
+    On a tool whose vendor shrinks large images (`vendor_limit`), any other pixel preset
+    is honoured as far as that vendor keeps it: its size is then fitted within the limit
+    (`within`), since the model's coordinates are pixels of the image it saw.
+
+    >>> preset = resolve_preset("claude-hires", "anthropic-computer/claude-sonnet-4-6")
+    >>> preset.target_size(1920, 1080), PRESETS["claude-hires"].target_size(1920, 1080)
+    ((1429, 804), (1920, 1080))
+    """
     check_scaling(scaling)
     if scaling == "auto":
         scaling = preset_for_model(model)
     scaling = effective_scaling(scaling, model)
     match = _MAX_PIXELS.fullmatch(scaling)
     if match is not None:
-        return ScalingPreset(
+        preset = ScalingPreset(
             name=scaling, max_pixels=int(match.group(1)), multiple=28, min_pixels=QWEN_MIN_PIXELS
         )
-    preset = PRESETS[scaling]
+    else:
+        preset = PRESETS[scaling]
     if preset.grid != "pixels" and answers_in_sent_pixels(model):
         raise ConfigError(
             f"AgentConfig.scaling {scaling!r} answers on a {preset.grid} grid, but {model!r} acts "
             "through a native computer-use tool whose provider converts its coordinates to pixels "
             "of the sent screenshot: choose a pixel preset (native, auto, claude, openai-high, ...)"
         )
+    limit = vendor_limit(model)
+    if limit is not None and preset != limit:
+        preset = attrs.evolve(preset, within=limit)
     return preset
 
 

@@ -12,7 +12,7 @@ from returns.result import Success
 
 from osharm_core.accessibility import LinearizedTable, linearize_table
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform
-from osharm_core.errors import ConfigError, excerpt
+from osharm_core.errors import ActionParseError, ConfigError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.marks import tag_screenshot
 from osharm_core.messages import ImagePart, Message, TextPart
@@ -24,7 +24,12 @@ from osharm_core.parsing import (
     som_prefix,
 )
 from osharm_core.prompts import system_message
-from osharm_core.reframe import reframe_code, reframe_computer_13, reframe_linearized
+from osharm_core.reframe import (
+    reframe_code,
+    reframe_computer_13,
+    reframe_linearized,
+    table_rows,
+)
 from osharm_core.scaling import ScalingPreset, effective_scaling, resize_png, resolve_preset
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
 from osharm_core.tokens import TokenSplit, cl100k_encoding, count_joined, trim_with_split
@@ -71,6 +76,16 @@ class LinearizedTree:
         table = linearize_table(source, platform, ubuntu_attributes=ubuntu_attributes)
         return cls(source, platform, ubuntu_attributes, table.text, table.geometry)
 
+    @classmethod
+    def of_table(
+        cls, table: str, platform: Platform, *, ubuntu_attributes: bool = False
+    ) -> LinearizedTree:
+        """A table kept without its tree (a recording's linearized `a11y_tree`), so a step
+        rebuilt from it maps and trims the whole table as the step sent did. Its rows are
+        `table_rows`'s (every line ending in two pairs); `source` is the table itself.
+        """
+        return cls(table, platform, ubuntu_attributes, table, table_rows(table))
+
     def in_frame(self, frame: CoordinateFrame | None) -> str:
         """The table with each kept node's position and size in `frame`'s grid (`reframe_linearized`)."""
         if frame is None or frame.is_identity:
@@ -114,7 +129,8 @@ class StepRequest:
     observation, stored in the history by `complete_step`; `masks` are the
     set-of-marks boxes (`som` only) that `tag_N` variables refer to.
     `linearized` is the observation's whole linearized tree (`None` when the
-    observation type reads no tree, and for `som`); it is not compared.
+    observation type reads no tree, and for `som`; a recording's kept table
+    as `LinearizedTree.of_table`); it is not compared.
     """
 
     messages: tuple[Message, ...] = attrs.field(converter=_messages)
@@ -304,7 +320,8 @@ def parse_reply(
 
     With a `frame`, coordinates are mapped from the model's grid to screen
     pixels (see `osharm_core.reframe`); `tag_N` centres are screen pixels
-    already and are added after the mapping.
+    already and are added after the mapping. A computer_13 `x` or `y` that
+    frame cannot map (a string, say) makes the reply unparsable (None).
     """
     if config.action_space == "computer_13":
         result = parse_actions_from_string(response_text)
@@ -313,7 +330,10 @@ def parse_reply(
         actions: list[Action] = result.unwrap()
         if frame is None or frame.is_identity:
             return actions
-        return [reframe_computer_13(a, frame) if isinstance(a, dict) else a for a in actions]
+        try:
+            return [reframe_computer_13(a, frame) if isinstance(a, dict) else a for a in actions]
+        except ActionParseError:  # a coordinate the frame cannot map: unparsable, like NaN
+            return None
     if frame is None or frame.is_identity:
         if config.observation_type == "som":
             return list(parse_code_from_som_string(response_text, masks or ()))

@@ -247,6 +247,25 @@ def _check_params(
     return None
 
 
+def nested_parameters(action: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The parameters of an action in OSWorld's nested form `{"action_type": T, "parameters":
+    {...}}` (exactly those two keys, the parameters an object), else None.
+
+    The OSWorld controller runs that form as the flat `{"action_type": T, **parameters}`;
+    this is the one definition of the shape (the env adapters flatten by it, and the
+    coordinate frames map its `x` and `y`).
+
+    >>> nested_parameters({"action_type": "CLICK", "parameters": {"x": 1, "y": 2}})
+    {'x': 1, 'y': 2}
+    >>> nested_parameters({"action_type": "CLICK", "x": 1, "y": 2}) is None
+    True
+    """
+    params = action.get("parameters")
+    if isinstance(params, Mapping) and set(action) == {"action_type", "parameters"}:
+        return params
+    return None
+
+
 def validate_computer_13(
     action: object, *, screen_size: tuple[int, int] = DEFAULT_SCREEN_SIZE
 ) -> Result[Action | Mapping[str, Any], str]:

@@ -390,6 +390,60 @@ def pyautogui_code(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
+#: What Python's parser warns of, the pieces of `warning_prone_code`: escapes str or bytes
+#: literals do not know, octal escapes past 0o377, named escapes, numbers run into keywords.
+_warning_escapes = st.sampled_from(
+    [
+        "\\d", "\\q", "\\8", "\\{", "\\ ", "\\é", "\\N", "\\N{BULLET}", "\\N{EM DASH}",
+        "\\N{DASH}", "\\u00e9", "\\U0001F600", "\\x41", "\\777", "\\400", "\\377", "\\0",
+        "\\\\", "a", "é", "{1}", "{{", "}}", "1if", "(5, 6)",
+    ]
+)  # fmt: skip
+_string_prefixes = st.sampled_from(["", "b", "r", "rb", "f", "rf", "u", "Br", "fR", "F"])
+_warning_numbers = st.sampled_from(
+    ["1", "0x1f", "0x1", "0b1", "0o7", "1.5", "1e5", "1j", "1_0", ".5", "1.", "0", "1.e5", "0xA"]
+)
+_warning_statements = st.one_of(
+    st.builds(
+        lambda prefix, quote, parts: f"x = {prefix}{quote}{''.join(parts)}{quote}",
+        _string_prefixes,
+        st.sampled_from(["'", '"', "'''"]),
+        st.lists(_warning_escapes, max_size=4),
+    ),
+    st.builds(
+        str.format,
+        st.sampled_from(
+            [
+                "x = {}and 1",
+                "x = {}or 1",
+                "x = ({}in [])",
+                "x = ({}is 1)",
+                "x = ({}not in [])",
+                "x = 1 if {}else 2",
+                "x = [{}for i in []]",
+                "x = [i for i in [] if {}if 1 else 2]",
+                "pyautogui.click(10, 20) if {}else None",
+                "x = f'{{{}if 1 else 2}}'",
+                "pyautogui.moveTo({}, 3)",
+            ]
+        ),
+        _warning_numbers,
+    ),
+    st.just("pyautogui.click(10, 20)"),
+)
+
+
+@st.composite
+def warning_prone_code(draw: st.DrawFn) -> str:
+    """Statements Python's parser warns of (a SyntaxError where warnings are errors), on one
+    line (`; `) or several, around a `pyautogui.click(10, 20)`."""
+    before = draw(st.lists(_warning_statements, max_size=3))
+    after = draw(st.lists(_warning_statements, max_size=2))
+    joiner = draw(st.sampled_from(["; ", "\n"]))
+    comment = draw(st.sampled_from(["", "  # C:\\dir\\1if \\N{x}"]))
+    return joiner.join([*before, "pyautogui.click(10, 20)", *after]) + comment
+
+
 @st.composite
 def fenced_replies(draw: st.DrawFn) -> str:
     """Replies mixing prose, fences with and without tags, JSON, code and special words."""

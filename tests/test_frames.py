@@ -16,6 +16,7 @@ from lxml import etree
 
 from adapters.contract import ModelResponse
 from adapters.errors import TrajectoryError
+from adapters.runs.computer_13 import _flatten, computer_13_code
 from adapters.trajectories.jsonl import StepRecord, TrajectoryRecorder, read_trajectory
 from osharm_core import (
     AgentConfig,
@@ -26,26 +27,29 @@ from osharm_core import (
     StateError,
 )
 from osharm_core.accessibility import linearize_accessibility_tree, linearize_table
+from osharm_core.errors import ActionParseError
 from osharm_core.reframe import (
-    _valid_escapes,
+    _neutralised,
     reframe_code,
     reframe_computer_13,
     reframe_linearized,
     reframe_table,
 )
 from osharm_core.scaling import PRESETS
-from osharm_core.step import LinearizedTree, complete_step, prepare_step
+from osharm_core.step import LinearizedTree, complete_step, parse_reply, prepare_step
 from tests.conftest import fixture_observation
 from tests.strategies import (
     A11Y_NS,
     any_text,
     bare_pyautogui_calls,
+    hostile_computer_13_actions,
     kept_positions,
     kept_sizes,
     preset_names,
     row_like_texts,
     screen_points,
     screen_sizes,
+    warning_prone_code,
 )
 
 HALF = CoordinateFrame(screen_width=2000, screen_height=1000, image_width=1000, image_height=500)
@@ -191,6 +195,86 @@ def test_computer_13_actions_are_mapped() -> None:
     }
     typing = {"action_type": "TYPING", "text": "x"}
     assert reframe_computer_13(typing, HALF) is typing
+
+
+def test_computer_13_actions_in_osworlds_parameters_form_are_mapped() -> None:
+    """OSWorld's `{"action_type", "parameters"}` form, which the env adapters run, has the x and
+    y inside `parameters` mapped too (they once reached the screen in the model's grid)."""
+    click = {"action_type": "CLICK", "parameters": {"x": 5, "y": 6, "button": "left"}}
+    assert reframe_computer_13(click, HALF) == {
+        "action_type": "CLICK",
+        "parameters": {"x": 10, "y": 12, "button": "left"},
+    }
+    assert click["parameters"] == {"x": 5, "y": 6, "button": "left"}  # the caller's is kept
+    drag = {"action_type": "DRAG_TO", "parameters": {"x": 5, "y": 6}}
+    assert reframe_computer_13(drag, HALF)["parameters"] == {"x": 10, "y": 12}
+    # only that exact shape: with another key beside it, `parameters` is not the action's
+    other = {"action_type": "CLICK", "parameters": {"x": 5, "y": 6}, "button": "left"}
+    assert reframe_computer_13(other, HALF) is other
+    # a lone coordinate is mapped on its own axis (the vocabulary refuses it later)
+    assert reframe_computer_13({"action_type": "CLICK", "y": 6}, HALF)["y"] == 12
+
+
+def test_a_parameters_form_reply_clicks_where_the_model_pointed() -> None:
+    """With `claude` scaling of a 1920x1080 screen, the model's (714, 402) in the nested form
+    runs as a click at the screen's (959, 540), like the flat form."""
+    config = AgentConfig(
+        observation_type="screenshot", action_space="computer_13", scaling="claude"
+    )
+    request = prepare_step(config, AgentState(), "task", fixture_observation("mousepad_notes"))
+    for reply in (
+        '{"action_type": "CLICK", "x": 714, "y": 402, "button": "left"}',
+        '{"action_type": "CLICK", "parameters": {"x": 714, "y": 402, "button": "left"}}',
+    ):
+        _, actions = complete_step(config, AgentState(), request, f"```json\n{reply}\n```")
+        assert actions is not None
+        assert computer_13_code(actions[0]) == "pyautogui.click(button='left', x=959, y=540)"
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize(
+    "bad",
+    ["714", True, None, [714], {"v": 1}, 10**400],
+    ids=["string", "bool", "null", "list", "object", "past-a-float"],
+)
+def test_a_coordinate_the_frame_cannot_map_makes_the_reply_unparsable(
+    bad: object, nested: bool
+) -> None:
+    """Under a frame, an x or y that is no number (or none a float holds) is refused, as the
+    parser refuses NaN: passed on, a string would be written onto the VM in the model's grid.
+    Without a frame nothing is mapped and the vocabulary judges it, as before."""
+    params = {"x": bad, "y": 402}
+    action = (
+        {"action_type": "CLICK", "parameters": params}
+        if nested
+        else {"action_type": "CLICK", **params}
+    )
+    where = "parameters.x" if nested else "x"
+    with pytest.raises(ActionParseError, match=rf"^CLICK\.{where}: "):
+        reframe_computer_13(action, HALF)
+    config = AgentConfig(observation_type="screenshot", action_space="computer_13")
+    reply = f"```json\n{json.dumps(action)}\n```"
+    assert parse_reply(config, reply, frame=HALF) is None
+    assert parse_reply(config, reply, frame=None) == [action]
+    assert parse_reply(config, reply, frame=CoordinateFrame.identity(1000, 500)) == [action]
+
+
+@given(hostile_computer_13_actions())
+def test_no_coordinate_leaves_a_frame_unmapped(action: dict[str, object]) -> None:
+    """Whatever an action holds, mapping it either refuses it or gives every x and y (flat or
+    nested) as a whole screen pixel, the same as mapping its flat form."""
+    try:
+        mapped = reframe_computer_13(action, HALF)
+    except ActionParseError:
+        with pytest.raises(ActionParseError):
+            reframe_computer_13(_flatten(action), HALF)
+        return
+    flat = _flatten(mapped)
+    for key in ("x", "y"):
+        if key in flat:
+            assert isinstance(flat[key], int)
+            assert not isinstance(flat[key], bool)
+    assert flat == reframe_computer_13(_flatten(action), HALF)
 
 
 def test_tree_positions_are_shown_in_the_model_grid() -> None:
@@ -388,8 +472,6 @@ def test_numbers_past_any_pixel_are_left_as_written() -> None:
     huge = "9" * 400
     code = f"pyautogui.click({huge}, 5)\npyautogui.moveTo(1e308, 2)"
     assert reframe_code(code, HALF) == f"pyautogui.click({huge}, 10)\npyautogui.moveTo(1e308, 4)"
-    action = {"action_type": "CLICK", "x": 10**400, "y": 1}
-    assert reframe_computer_13(action, HALF) is action
     row = f"a\t({huge}, 1)\t(1, 1)"
     assert reframe_table(row, HALF) == row
 
@@ -424,10 +506,19 @@ def test_a_malformed_frame_in_saved_state_or_trajectory_is_a_typed_error(
         "pyautogui.typewrite('C:\\dir\\d'); pyautogui.click(10, 20)",
         "pyautogui.typewrite(r'\\d+'); pyautogui.click(10, 20)",
         "pyautogui.typewrite('a\\\\d\\q\\8'); pyautogui.click(10, 20)",
+        "x = b'\\u00e9'; pyautogui.click(10, 20)",
+        "x = b'\\N{DASH}'; pyautogui.click(10, 20)",
+        "x = f'\\N{EM DASH}'; pyautogui.click(10, 20)",
+        "x = '\\777'; pyautogui.click(10, 20)",
+        "pyautogui.click(10, 20) if 1else None",
+        "x = [0x1for i in range(1)]; pyautogui.click(10, 20)",
+        "x = 1.5or 1.e5if 1else 1jand 2; pyautogui.click(10, 20)",
+        "x = 'é'; y = 1if 1else 2; pyautogui.click(10, 20); z = 0b1in []; pyautogui.click(10, 20)",
     ],
 )
 def test_mapping_does_not_depend_on_the_warning_filters(code: str) -> None:
-    """Escapes Python does not know (it warns of them) leave the mapping as it is where
+    """What Python's parser warns of (escapes a str or bytes literal does not know, an octal
+    escape past 0o377, a number run into a keyword) leaves the mapping as it is where
     warnings are errors (`python -W error`): once, those replies were left unmapped there."""
     expected = code.replace("click(10, 20)", "click(20, 40)")
     assert reframe_code(code, HALF) == expected
@@ -436,14 +527,39 @@ def test_mapping_does_not_depend_on_the_warning_filters(code: str) -> None:
         assert reframe_code(code, HALF) == expected
 
 
-@given(any_text)
-def test_unknown_escapes_are_made_plain_in_place(text: str) -> None:
-    """Length and every character but a backslash kept; no escape Python warns of is left."""
-    plain = _valid_escapes(text)
-    assert len(plain) == len(text)
-    assert all(a == b or (a == "\\" and b == "_") for a, b in zip(text, plain, strict=True))
+@given(warning_prone_code())
+def test_no_warning_filter_changes_the_mapping(code: str) -> None:
+    """Under any filters the output is the same, and the click is mapped wherever the code
+    parses at all (code Python refuses may be mapped too: it never runs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet = reframe_code(code, HALF)
+        try:
+            ast.parse(code)
+        except (SyntaxError, ValueError):
+            parses = False
+        else:
+            parses = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert reframe_code(code, HALF) == quiet
+    assert "pyautogui.click(20, 40)" in quiet or not parses
+
+
+@given(any_text | warning_prone_code())
+def test_what_the_parser_reads_warns_of_nothing_and_keeps_every_offset(text: str) -> None:
+    """The code parsed is the text with escapes made plain in place and a space before each
+    keyword a number ran into: every other character stands where it stood, and the parser
+    warns of none of it."""
+    plain, spaces = _neutralised(text)
+    assert len(plain) == len(text) + len(spaces)
+    added = [at + index for index, at in enumerate(spaces)]
+    assert all(plain[at] == " " for at in added)
+    kept = "".join(c for i, c in enumerate(plain) if i not in set(added))
+    for a, b in zip(text, kept, strict=True):
+        assert a == b or b == "_"
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with contextlib.suppress(SyntaxError, ValueError):
             ast.parse(plain)
-    assert not [w for w in seen if "escape" in str(w.message)]
+    assert not seen, [str(w.message) for w in seen]

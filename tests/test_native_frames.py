@@ -9,15 +9,25 @@ read pixels: `auto` picks a pixel preset, and a grid preset is refused.
 from __future__ import annotations
 
 import base64
+import io
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
 from osharm_core import AgentConfig, AgentState, ConfigError, complete_step, prepare_step
 from osharm_core.observation import png_size
-from osharm_core.scaling import answers_in_sent_pixels, effective_scaling, preset_for_model
+from osharm_core.scaling import (
+    answers_in_sent_pixels,
+    effective_scaling,
+    preset_for_model,
+    resolve_preset,
+    vendor_limit,
+)
 from tests.conftest import OBSERVATIONS
+from tests.strategies import screen_sizes
 
 
 @pytest.mark.parametrize(
@@ -131,3 +141,79 @@ def test_prompt_agent_models_keep_native_as_captured(model: str) -> None:
     request = prepare_step(config, AgentState(), "task", {"screenshot": png})
     assert request.frame is None
     assert request.observation.screenshot == base64.b64encode(png).decode()
+
+
+# --- explicit presets on Anthropic's tool ---------------------------------------------------------
+
+
+def _white_png(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("model", "scaling", "screen", "sent"),
+    [
+        # larger than Sonnet's limit (1568 px / 1.15 MP): fitted within it
+        ("anthropic-computer/claude-sonnet-4-6", "claude-hires", (1920, 1080), (1429, 804)),
+        ("anthropic-computer/claude-sonnet-4-6", "openai-high", (3440, 1440), (1568, 656)),
+        ("anthropic-computer/claude-sonnet-4-6", "ui-tars-1.5", (1920, 1080), (1426, 806)),
+        ("anthropic-computer/claude-sonnet-4-6", "max_pixels=2500000", (1920, 1080), (1426, 806)),
+        # within it: sent at the preset's own size
+        ("anthropic-computer/claude-sonnet-4-6", "openai-high", (1920, 1080), (1365, 768)),
+        ("anthropic-computer/claude-sonnet-4-6", "max_pixels=500000", (1920, 1080), (924, 504)),
+        # Opus 4.7 keeps up to 2576 px / 3.75 MP
+        ("anthropic-computer/claude-opus-4-7", "openai-high", (3440, 1440), (1834, 768)),
+        ("anthropic-computer/claude-opus-4-7", "ui-tars-1.5", (3840, 2160), (2576, 1447)),
+    ],
+)
+def test_an_explicit_preset_never_sends_claude_an_image_anthropic_shrinks(
+    model: str, scaling: str, screen: tuple[int, int], sent: tuple[int, int]
+) -> None:
+    """Anthropic shrinks an image past the model's limit and Claude answers in the smaller one;
+    sent at the preset's larger size, its clicks were read as pixels of that size (0.74x of
+    their place on a 1080p screen). The preset is honoured up to the limit, the frame and the
+    tool's display size are the size sent, and a click lands where Claude pointed."""
+    config = AgentConfig(
+        model=model, observation_type="screenshot", action_space="pyautogui", scaling=scaling
+    )
+    request = prepare_step(config, AgentState(), "task", {"screenshot": _white_png(*screen)})
+    assert png_size(base64.b64decode(request.observation.screenshot or "")) == sent
+    assert request.frame is not None
+    assert (request.frame.image_width, request.frame.image_height) == sent
+    limit = vendor_limit(model)
+    assert limit is not None
+    assert limit.target_size(*sent) == sent  # what Anthropic keeps as it is
+    x, y = request.frame.model_point(screen[0] - 20, screen[1] - 20)
+    reply = f"```python\npyautogui.click({x}, {y})\n```"
+    _, actions = complete_step(config, AgentState(), request, reply)
+    (action,) = actions or [""]
+    sx, sy = map(int, action.removeprefix("pyautogui.click(").removesuffix(")").split(", "))
+    assert abs(sx - (screen[0] - 20)) <= 2
+    assert abs(sy - (screen[1] - 20)) <= 2
+
+
+@given(
+    st.sampled_from(["anthropic-computer/claude-sonnet-4-6", "anthropic-computer/claude-opus-4-7"]),
+    st.sampled_from(["native", "auto", "claude", "claude-hires", "openai-high", "qwen2.5-vl"])
+    | st.sampled_from(["ui-tars-1.5"])
+    | st.integers(10_000, 12_845_056).map(lambda n: f"max_pixels={n}"),
+    screen_sizes,
+)
+def test_every_pixel_preset_fits_what_anthropic_keeps(
+    model: str, scaling: str, screen: tuple[int, int]
+) -> None:
+    """On Anthropic's tool no setting sends an image its API would resize, and none sends one
+    larger than the preset itself would."""
+    preset = resolve_preset(scaling, model)
+    limit = vendor_limit(model)
+    assert limit is not None
+    sent = preset.target_size(*screen)
+    assert limit.target_size(*sent) == sent
+    if preset.within is not None:
+        own = attrs.evolve(preset, within=None).target_size(*screen)
+        assert sent == limit.target_size(*own)
+    for other in ("gpt-4o", "claude-sonnet-4-6", "openai-computer/gpt-5.4"):
+        assert vendor_limit(other) is None
+        assert resolve_preset(scaling if scaling != "native" else "claude", other).within is None

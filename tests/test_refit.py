@@ -5,11 +5,11 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from osharm_core import AgentConfig, AgentState, ServerLimits, StateError
+from osharm_core import AgentConfig, AgentState, ObservationRecord, ServerLimits, StateError
 from osharm_core.budget import fit_step, refit_step
 from osharm_core.limits import Degradation, RequestSize
 from osharm_core.scaling import resolve_preset
-from osharm_core.step import complete_step, prepare_step
+from osharm_core.step import StepRequest, complete_step, prepare_step, step_messages
 from tests.conftest import BUDGET_EPISODE, fixture_observation
 
 REPLY = "```python\npyautogui.click(10, 20)\n```"
@@ -109,3 +109,53 @@ def test_a_recorded_size_larger_than_the_screenshot_is_refused() -> None:
             refit_step(config, AgentState(), request, record)
     same = Degradation(before=size, after=size, screenshot_size=(1920, 1080))
     assert refit_step(config, AgentState(), request, same).frame is None
+
+
+def _from_table(config: AgentConfig, request: StepRequest) -> StepRequest:
+    """`request` as a recording without the raw tree rebuilds it: `step_messages` over the
+    observation record it showed, no linearized table kept."""
+    record = ObservationRecord(
+        screenshot=request.observation.screenshot,
+        accessibility_tree=request.observation.accessibility_tree,
+        frame=request.observation.frame,
+    )
+    return StepRequest(
+        messages=step_messages(config, AgentState(), "task", record), observation=record
+    )
+
+
+def test_a_downscaled_step_rebuilt_from_its_table_shows_the_tree_in_the_new_frame() -> None:
+    """A step built from a kept linearized table (no raw tree) and downscaled shows its tree
+    rows in the smaller image's pixels, as the step prepared from the raw tree does: they once
+    stayed in screen pixels beside a 960x540 screenshot and a prompt saying so."""
+    config = AgentConfig(observation_type="screenshot_a11y_tree", action_space="pyautogui")
+    live = prepare_step(config, AgentState(), "task", fixture_observation("mousepad_notes"))
+    rebuilt = _from_table(config, live)
+    assert rebuilt.messages == live.messages
+    size = RequestSize(bytes=1, images=1, input_tokens=1)
+    record = Degradation(before=size, after=size, screenshot_size=(960, 540))
+    expected = refit_step(config, AgentState(), live, record)
+    again = refit_step(config, AgentState(), rebuilt, record)
+    assert expected.observation.accessibility_tree != live.observation.accessibility_tree
+    assert again.observation == expected.observation
+    assert again.messages == expected.messages
+    limits = ServerLimits(max_bytes=40_000)
+    fitted = fit_step(config, AgentState(), live, limits)
+    assert fitted.observation.degradation is not None
+    assert fitted.observation.degradation.screenshot_size is not None
+    assert fit_step(config, AgentState(), rebuilt, limits).messages == fitted.messages
+
+
+def test_a_table_shown_in_a_scaled_frame_without_its_source_is_refused() -> None:
+    """Rows already on a scaled grid cannot be moved to a smaller one exactly without the
+    table they came from: a `StateError`, never a tree in the wrong frame."""
+    config = AgentConfig(
+        observation_type="screenshot_a11y_tree", action_space="pyautogui", scaling="claude"
+    )
+    live = prepare_step(config, AgentState(), "task", fixture_observation("mousepad_notes"))
+    assert live.frame is not None
+    size = RequestSize(bytes=1, images=1, input_tokens=1)
+    record = Degradation(before=size, after=size, screenshot_size=(700, 394))
+    with pytest.raises(StateError, match="earlier scaled frame"):
+        refit_step(config, AgentState(), _from_table(config, live), record)
+    assert refit_step(config, AgentState(), live, record).frame is not None

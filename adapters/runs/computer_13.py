@@ -31,7 +31,12 @@ from adapters.errors import EnvironmentFailure
 from adapters.providers.computer_use import literal
 from osharm_core.errors import excerpt
 from osharm_core.state import thaw
-from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE, SPECIAL_WORDS, validate_computer_13
+from osharm_core.vocabulary import (
+    DEFAULT_SCREEN_SIZE,
+    SPECIAL_WORDS,
+    nested_parameters,
+    validate_computer_13,
+)
 
 #: How MOVE_TO glides to its point (OSWorld picks these at random each time).
 MOVE_DURATION: Final = 0.75
@@ -39,10 +44,11 @@ MOVE_TWEEN: Final = "pyautogui.easeInOutQuad"
 
 
 def _flatten(action: Mapping[str, Any]) -> dict[str, Any]:
-    """OSWorld also takes `{"action_type": T, "parameters": {...}}`; make it the flat form."""
+    """OSWorld also takes `{"action_type": T, "parameters": {...}}` (`nested_parameters`); make it
+    the flat form."""
     plain: dict[str, Any] = thaw(action)
-    params = plain.get("parameters")
-    if set(plain) == {"action_type", "parameters"} and isinstance(params, dict):
+    params = nested_parameters(plain)
+    if params is not None:
         return {"action_type": plain["action_type"], **params}
     return plain
 

@@ -53,7 +53,13 @@ from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES
 from osharm_core.errors import StateError, excerpt
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.state import ObservationRecord
-from osharm_core.step import StepRequest, complete_step, prepare_step, step_messages
+from osharm_core.step import (
+    LinearizedTree,
+    StepRequest,
+    complete_step,
+    prepare_step,
+    step_messages,
+)
 from osharm_core.tokens import trim_accessibility_tree
 
 #: better_log.json's `params` that shape the messages, as `AgentConfig` fields.
@@ -304,7 +310,9 @@ def _prepared(
         accessibility_tree=trim_accessibility_tree(linear, config.a11y_tree_max_tokens),
     )
     messages = step_messages(config, state, entry.instruction, record)
-    return StepRequest(messages=messages, observation=record)
+    # The whole table, so a recorded downscale maps it and trims it again as the step did.
+    table = LinearizedTree.of_table(linear, config.platform)
+    return StepRequest(messages=messages, observation=record, linearized=table)
 
 
 def _frame_text(frame: CoordinateFrame | None) -> str:

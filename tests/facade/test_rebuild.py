@@ -15,10 +15,16 @@ from adapters.cli import main
 from adapters.errors import TrajectoryError
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import TrajectoryRecorder
-from adapters.trajectories.osharm import ResultWriter, TaskInfo, result_folder, run_episode
+from adapters.trajectories.osharm import (
+    ResultWriter,
+    TaskInfo,
+    load_result_folder,
+    result_folder,
+    run_episode,
+)
 from adapters.trajectories.rebuild import load_recording, rebuild_step
 from adapters.trajectories.replay import ReplayEnv
-from osharm_core import AgentConfig
+from osharm_core import AgentConfig, ServerLimits
 from tests.facade.helpers import observation_folder
 
 TASK = TaskInfo(instruction="Save the notes", domain="os", example_id="_save_notes")
@@ -66,6 +72,29 @@ def test_a_reference_folder_without_raw_trees_rebuilds_from_its_linearized_ones(
         xml.unlink()
     for number, sent in enumerate(client.requests, start=1):
         assert rebuild_step(folder, number).request.messages == sent.messages
+
+
+@pytest.mark.parametrize("tokens", [10_000, 300])
+def test_a_reference_folder_cut_to_fit_rebuilds_its_downscaled_trees(
+    tmp_path: Path, tokens: int
+) -> None:
+    """Rebuilt from better_log's linearized trees, a step whose screenshot was downscaled to fit
+    shows its tree in the smaller image's pixels, as sent (it kept screen pixels there); a
+    trimmed tree too, since the whole table is mapped and then trimmed, as the step did."""
+    config = AgentConfig(
+        model="gpt-4o",
+        observation_type="screenshot_a11y_tree",
+        action_space="pyautogui",
+        server_profile=ServerLimits(max_bytes=40_000),
+        a11y_tree_max_tokens=tokens,
+    )
+    folder, client = _folder(tmp_path, config)
+    for xml in folder.glob("*.xml"):
+        xml.unlink()
+    sizes = [e.degradation and e.degradation.screenshot_size for e in load_result_folder(folder)]
+    assert any(sizes)
+    for number, sent in enumerate(client.requests, start=1):
+        assert rebuild_step(folder, number).request.messages == sent.messages, f"step {number}"
 
 
 def test_a_jsonl_trajectory_rebuilds_to_what_was_sent(tmp_path: Path) -> None:
