@@ -36,6 +36,7 @@ from adapters.accounting.cost import UsageTotals
 from adapters.agent import DEFAULT_LOGGER, FAILED_CALL_MESSAGE, PromptAgent
 from adapters.cli._budget import add_budget_options, run_budget, usage_summary
 from adapters.cli._inputs import (
+    ModelClients,
     add_agent_options,
     add_model_options,
     add_observation_options,
@@ -717,7 +718,23 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         )
     _check_out(args, tasks)
     _check_tasks(args, config, tasks, several)
-    clients = [model_client(args, _task_client_model(args, t, several)) for t in tasks]
+    kept = ModelClients(args)
+    try:
+        return _run_task_dirs(args, config, tasks, kept, out, budget)
+    finally:
+        kept.close()
+
+
+def _run_task_dirs(
+    args: argparse.Namespace,
+    config: AgentConfig,
+    tasks: list[Path],
+    kept: ModelClients,
+    out: TextIO,
+    budget: Budget,
+) -> int:
+    several = len(tasks) > 1
+    clients = [kept.get(_task_client_model(args, t, several)) for t in tasks]
     if args.fork is not None:
         if several:
             raise UsageError("--fork replays one recorded run: give one task directory")

@@ -333,3 +333,49 @@ def model_client(
         )
     except ConfigurationError as exc:
         raise ConfigurationError(option_words(str(exc))) from None
+
+
+class ModelClients:
+    """A run's model clients, one per model name and rate limiter: the tasks of a run share
+    their model's client (its connections reused) instead of each building one that holds a
+    socket until the garbage collector finds it. `replay:` clients are per task (each holds
+    its recording) and are not kept. `close()` / `aclose()` close the kept ones; a copy sent
+    to a Ray worker starts empty there (clients stay in the process that made them).
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._kept: dict[tuple[str, int], ModelClient] = {}
+
+    def get(self, model: str | None = None, *, limiter: Limiter | None = None) -> ModelClient:
+        """The client of `model` (default --model) sharing `limiter`, built on first use."""
+        name: str = model or self._args.model
+        if name.startswith(_replay.REPLAY_SCHEME):
+            return model_client(self._args, name, limiter=limiter)
+        key = (name, id(limiter))
+        client = self._kept.get(key)
+        if client is None:
+            client = self._kept[key] = model_client(self._args, name, limiter=limiter)
+        return client
+
+    def close(self) -> None:
+        """Close the kept clients' synchronous connections."""
+        kept, self._kept = list(self._kept.values()), {}
+        for client in kept:
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+
+    async def aclose(self) -> None:
+        """Close the kept clients' connections (the running event loop's and the sync ones)."""
+        kept, self._kept = list(self._kept.values()), {}
+        for client in kept:
+            aclose = getattr(client, "aclose", None)
+            if callable(aclose):
+                await aclose()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"args": self._args}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._args, self._kept = state["args"], {}

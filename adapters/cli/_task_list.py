@@ -25,7 +25,7 @@ import httpx
 from adapters.accounting.budget import Budget
 from adapters.agent import PromptAgent
 from adapters.cli._budget import usage_summary
-from adapters.cli._inputs import model_client, replay_source
+from adapters.cli._inputs import ModelClients, replay_source
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
 from adapters.runs.environments import (
@@ -202,16 +202,21 @@ class RecordingPlace:
 
 
 def task_agent(
-    args: argparse.Namespace, config: AgentConfig, task: OsworldTask, limiter: Limiter | None
+    args: argparse.Namespace,
+    config: AgentConfig,
+    clients: ModelClients,
+    task: OsworldTask,
+    limiter: Limiter | None,
 ) -> PromptAgent:
-    """The agent of `task`: --model (replay:DIR/DOMAIN/ID when it exists), sharing `limiter`."""
+    """The agent of `task`: --model (replay:DIR/DOMAIN/ID when it exists), sharing `limiter`
+    and, with the run's other tasks, its model's client from `clients`."""
     model: str = args.model
     source = replay_source(model)
     if source is not None:
         own = source / task.domain / task.example_id
         if own.is_dir():
             model = f"{_replay.REPLAY_SCHEME}{own}"
-    return PromptAgent.from_config(config, client=model_client(args, model, limiter=limiter))
+    return PromptAgent.from_config(config, client=clients.get(model, limiter=limiter))
 
 
 class _Returned:
@@ -415,7 +420,7 @@ def run_task_list_command(
                 tasks,
                 config=config,
                 result_dir=args.out,
-                make_agent=functools.partial(task_agent, args, config),
+                make_agent=functools.partial(task_agent, args, config, ModelClients(args)),
                 make_env=factories * args.workers if len(factories) == 1 else factories,
                 max_steps=args.max_steps,
                 actors=args.workers,
@@ -430,22 +435,28 @@ def run_task_list_command(
                 budget=budget,
             )
         else:
-            result = asyncio.run(
-                arun_task_list(
-                    tasks,
-                    config=config,
-                    result_dir=args.out,
-                    make_agent=lambda task: task_agent(args, config, task, limiter),
-                    make_env=_pooled(factories),
-                    max_steps=args.max_steps,
-                    workers=args.workers,
-                    episode_timeout=args.episode_timeout,
-                    report=report,
-                    listener=progress,
-                    continue_unfinished=args.continue_unfinished,
-                    budget=budget,
-                )
-            )
+            clients = ModelClients(args)
+
+            async def run() -> RunResult:
+                try:
+                    return await arun_task_list(
+                        tasks,
+                        config=config,
+                        result_dir=args.out,
+                        make_agent=lambda task: task_agent(args, config, clients, task, limiter),
+                        make_env=_pooled(factories),
+                        max_steps=args.max_steps,
+                        workers=args.workers,
+                        episode_timeout=args.episode_timeout,
+                        report=report,
+                        listener=progress,
+                        continue_unfinished=args.continue_unfinished,
+                        budget=budget,
+                    )
+                finally:
+                    await clients.aclose()
+
+            result = asyncio.run(run())
     finally:
         if progress is not None:
             progress.close()

@@ -400,6 +400,17 @@ class _LoopClient:
             await self.client.aclose()
 
 
+def _forget_loop(
+    client: weakref.ref[HttpModelClient], loop: weakref.ref[asyncio.AbstractEventLoop]
+) -> None:
+    """Drop `client`'s async client of a loop that shut down (it refers to its loop, so the
+    entry would keep a finished loop alive)."""
+    owner, held = loop(), client()
+    if owner is not None and held is not None:
+        with held._lock:
+            held._own_async.pop(owner, None)
+
+
 class HttpModelClient:
     """A `ModelClient` that drives one `Provider` over httpx, sync or async.
 
@@ -696,17 +707,11 @@ class HttpModelClient:
         with self._lock:
             held = self._own_async.get(loop)
             if held is None:
-                forget = functools.partial(self._forget_loop, weakref.ref(loop))
+                # Weak both ways: the watcher must keep neither this object nor its loop alive.
+                forget = functools.partial(_forget_loop, weakref.ref(self), weakref.ref(loop))
                 held = self._own_async[loop] = _LoopClient(self._new_async_client(), forget)
         await held.watch()
         return held.client
-
-    def _forget_loop(self, loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:
-        # The client refers to its loop, so the entry would keep a finished loop alive.
-        with self._lock:
-            owner = loop()
-            if owner is not None:
-                self._own_async.pop(owner, None)
 
     # -- lifecycle ----------------------------------------------------------
 
