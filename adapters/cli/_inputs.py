@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters.contract import ModelClient
+from adapters.engine.client import HttpModelClient
 from adapters.engine.limits import Limiter
 from adapters.errors import ConfigurationError, TrajectoryError, UsageError
 from adapters.providers._credentials import check_key
@@ -337,10 +338,11 @@ def model_client(
 
 class ModelClients:
     """A run's model clients, one per model name and rate limiter: the tasks of a run share
-    their model's client (its connections reused) instead of each building one that holds a
-    socket until the garbage collector finds it. `replay:` clients are per task (each holds
-    its recording) and are not kept. `close()` / `aclose()` close the kept ones; a copy sent
-    to a Ray worker starts empty there (clients stay in the process that made them).
+    their model's `HttpModelClient` (its connections reused) instead of each building one
+    that holds a socket until the garbage collector finds it. Other clients (a `replay:` one
+    keeps its place in its recording, a plugin's may keep anything) are built per task and
+    not kept. `close()` / `aclose()` close the kept ones; a copy sent to a Ray worker starts
+    empty there (clients stay in the process that made them).
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -350,12 +352,12 @@ class ModelClients:
     def get(self, model: str | None = None, *, limiter: Limiter | None = None) -> ModelClient:
         """The client of `model` (default --model) sharing `limiter`, built on first use."""
         name: str = model or self._args.model
-        if name.startswith(_replay.REPLAY_SCHEME):
-            return model_client(self._args, name, limiter=limiter)
         key = (name, id(limiter))
         client = self._kept.get(key)
         if client is None:
-            client = self._kept[key] = model_client(self._args, name, limiter=limiter)
+            client = model_client(self._args, name, limiter=limiter)
+            if isinstance(client, HttpModelClient):  # it holds no episode's state
+                self._kept[key] = client
         return client
 
     def close(self) -> None:

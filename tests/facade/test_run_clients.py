@@ -82,6 +82,23 @@ def test_task_directories_of_one_model_share_its_client(
     assert _closed(built[0])
 
 
+@pytest.mark.parametrize("spelling", ["replay:", "REPLAY:", "replay/"])
+def test_each_task_gets_its_own_replay_client_however_the_scheme_is_spelled(
+    tmp_path: Path, spelling: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replay client keeps its place in its recording: shared, the second task would
+    start at the first task's second reply."""
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE")))
+    tasks = [str(observation_folder(tmp_path / name, ("mousepad_notes",))) for name in "ab"]
+    argv = ["run", *tasks, "--model", f"{spelling}{script}", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--instruction", "x", "--max-steps", "1"]) == 0
+    for name in "ab":
+        line = (tmp_path / "out" / name / "trajectory.jsonl").read_text().splitlines()[0]
+        assert json.loads(line)["actions"] == ["WAIT"]
+    assert capsys.readouterr().out.count("summary [") == 2
+
+
 def test_kept_clients_travel_empty() -> None:
     """A copy sent to a Ray worker builds its own clients there."""
     args = argparse.Namespace(model="replay:x", base_url=None, api_key_env=None)
