@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import functools
 import hashlib
 import io
@@ -23,7 +24,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO
 
@@ -909,14 +910,54 @@ def _log_handler(err: TextIO) -> logging.Handler:
     return handler
 
 
+class _ProcessHooks:
+    """stamina's retry hooks and logging's last-resort handler, set while any `main` runs.
+
+    Both are process-wide, and calls of `main` may overlap (in threads): the first call in
+    saves what was there and sets them, the last one out puts it back.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved: tuple[Any, logging.Handler | None] | None = None
+
+    @contextlib.contextmanager
+    def installed(self, err: TextIO) -> Iterator[None]:
+        with self._lock:
+            if self._running == 0:
+                self._saved = (get_on_retry_hooks(), logging.lastResort)
+                set_on_retry_hooks([functools.partial(_say_retry, err)])
+                logging.lastResort = _log_handler(err)
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._running == 0 and self._saved is not None:
+                    hooks, last_resort = self._saved
+                    set_on_retry_hooks(hooks)
+                    logging.lastResort = last_resort
+                    self._saved = None
+
+
+_PROCESS_HOOKS: Final = _ProcessHooks()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `osharm-agent` with `argv` (default: the process arguments); returns the exit status."""
     out, err = _tolerant(sys.stdout), _tolerant(sys.stderr)
-    hooks = get_on_retry_hooks()
-    set_on_retry_hooks([functools.partial(_say_retry, err)])
     agent_log, reported = logging.getLogger(DEFAULT_LOGGER), _ReportedHere()
     agent_log.addFilter(reported)
-    last_resort, logging.lastResort = logging.lastResort, _log_handler(err)
+    try:
+        with _PROCESS_HOOKS.installed(err):
+            return _main(argv, out, err)
+    finally:
+        agent_log.removeFilter(reported)
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     terminate = _TermAsInterrupt()
     try:
         args = build_parser().parse_args(argv)
@@ -944,10 +985,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 128 + signal.SIGTERM
         print(f"{PROG}: interrupted", file=err)
         return 130
-    finally:
-        set_on_retry_hooks(hooks)
-        agent_log.removeFilter(reported)
-        logging.lastResort = last_resort
 
 
 class _TermAsInterrupt:

@@ -17,10 +17,12 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import given
+from stamina.instrumentation import get_on_retry_hooks
 
 from adapters import PromptAgent
 from adapters._wire import CONTROL_CHARACTERS, json_for_terminal, log_quote, printable
@@ -212,6 +214,36 @@ def test_any_warning_no_handler_takes_is_printed_escaped_by_the_cli(
     assert err.count("\n") == 1
     assert len(err) < 6 * MAX_LOG_TEXT
     assert not _raw_controls(err)
+
+
+def test_overlapping_cli_calls_put_the_process_hooks_back_once_the_last_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls in threads overlap (A starts, B starts, A ends, B ends): B must not put back
+    the handler A set, which would stay the process's last resort, bound to an old stderr."""
+    started, finish_a, finish_b = threading.Event(), threading.Event(), threading.Event()
+
+    def command(args: object, out: object) -> int:
+        started.set()
+        (finish_a if threading.current_thread().name == "A" else finish_b).wait(10)
+        return 0
+
+    monkeypatch.setitem(_COMMANDS, "render", command)
+    before, hooks = logging.lastResort, get_on_retry_hooks()
+    a = threading.Thread(target=main, args=(["render"],), name="A")
+    b = threading.Thread(target=main, args=(["render"],), name="B")
+    a.start()
+    assert started.wait(10)
+    started.clear()
+    b.start()
+    assert started.wait(10)
+    finish_a.set()
+    a.join(10)
+    assert logging.lastResort is not before  # B still runs
+    finish_b.set()
+    b.join(10)
+    assert logging.lastResort is before
+    assert get_on_retry_hooks() == hooks
 
 
 # --- run TASK_DIR: names from the task and its files -------------------------------------
