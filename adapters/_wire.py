@@ -143,6 +143,13 @@ def error_text(text: str) -> str:
 CONTROL_CHARACTERS: Final = re.compile(
     r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 )
+_CONTROLS: Final = (
+    *range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)  # fmt: skip
+# Each control as its Python escape (`\x1b`, `\n`, `\u202e`): one C-speed `str.translate`
+# pass, however many controls a hostile text holds.
+_AS_ESCAPES: Final = {c: chr(c).encode("unicode_escape").decode("ascii") for c in _CONTROLS}
 
 
 def printable(text: str, *, keep: str = "") -> str:
@@ -155,18 +162,20 @@ def printable(text: str, *, keep: str = "") -> str:
     >>> printable("a\tb\n\x9b2J", keep="\n\t")
     'a\tb\n\\x9b2J'
     """
+    if CONTROL_CHARACTERS.search(text) is None:  # the usual case, scanned at C speed
+        return text
+    if not keep:
+        return text.translate(_AS_ESCAPES)
+    kept = {ord(char) for char in keep}
+    return text.translate({c: e for c, e in _AS_ESCAPES.items() if c not in kept})
 
-    def escaped(found: re.Match[str]) -> str:
-        char = found[0]
-        return char if char in keep else char.encode("unicode_escape").decode("ascii")
 
-    return CONTROL_CHARACTERS.sub(escaped, text)
-
-
-#: What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal or a reader acts on:
-#: DEL, the C1 controls, the line and paragraph separators, the bidirectional controls, and
-#: lone surrogates (no encoding can write them). C0 controls are always escaped by `json`.
+# What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal or a reader acts on:
+# DEL, the C1 controls, the line and paragraph separators, the bidirectional controls, and
+# lone surrogates (no encoding can write them); C0 controls are always escaped by `json`.
+# These only occur inside JSON strings, where a `\uXXXX` escape means the same.
 _RAW_IN_JSON: Final = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_JSON_ESCAPES: Final = {c: f"\\u{c:04x}" for c in (*_CONTROLS, *range(0xD800, 0xE000)) if c >= 0x20}
 
 
 def json_for_terminal(value: object, *, indent: int | None = None) -> str:
@@ -177,8 +186,7 @@ def json_for_terminal(value: object, *, indent: int | None = None) -> str:
     {"reply": "é\u001b[2J\u009b1A\u202eok"}
     """
     text = json.dumps(value, ensure_ascii=False, indent=indent)
-    # These characters only occur inside JSON strings, where an escape means the same.
-    return _RAW_IN_JSON.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
+    return text.translate(_JSON_ESCAPES) if _RAW_IN_JSON.search(text) else text
 
 
 def log_quote(text: str | None) -> str:
