@@ -259,7 +259,12 @@ def reframe_code(code: str, frame: CoordinateFrame | None) -> str:
         starts.append(starts[-1] + len(line))
     # Where each space put in stands in `parsed`'s bytes: an offset there, less the spaces
     # before it, is the same place in `code`'s.
-    added = [len(code[:at].encode("utf-8")) + index for index, at in enumerate(spaces)]
+    added: list[int] = []
+    done = size = 0
+    for index, at in enumerate(spaces):
+        size += len(code[done:at].encode("utf-8"))
+        done = at
+        added.append(size + index)
     spans = []
     for expr, replacement in edits:
         assert expr.end_lineno is not None

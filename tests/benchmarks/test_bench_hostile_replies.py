@@ -141,12 +141,17 @@ CLAUDE_FRAME = CoordinateFrame(
 )
 
 
-def test_mapping_a_scaled_reply_grows_linearly() -> None:
-    """One code block of clicks, every literal mapped: linear (it was quadratic, 12 s a MB).
+@pytest.mark.parametrize(
+    "line",
+    ["pyautogui.click(100, 200)\n", "x = 1if 1else 2; pyautogui.click(100, 200)\n"],
+    ids=["clicks", "numbers-glued-to-keywords"],
+)
+def test_mapping_a_scaled_reply_grows_linearly(line: str) -> None:
+    """One code block of clicks, every literal mapped: linear (it was quadratic, 12 s a MB;
+    numbers glued to keywords, which get a space before parsing, were quadratic too).
 
     `ast.parse` alone takes about half the time, so the bound here is 2 s a MB, not 1 s.
     """
-    line = "pyautogui.click(100, 200)\n"
     texts = ["```python\n" + line * (size // len(line)) + "```" for size in SIZES]
     calls = [_without_gc(lambda t: parse_reply(SCALED, t, None, CLAUDE_FRAME), t) for t in texts]
     for _attempt in range(2):
