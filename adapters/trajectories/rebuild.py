@@ -335,7 +335,9 @@ def _check_sent(
             "the recording does not say which scaling made its frame: give the run's scaling "
             "(render --scaling)"
             if entry.scaling == "native"
-            else "the recorded frame and screenshot do not agree"
+            else "the recorded frame and screenshot do not agree, or the recording predates a "
+            "change in how this scaling sizes the screenshot (pixel presets of anthropic-computer "
+            "models are fitted within Anthropic's image limit)"
         )
         raise TrajectoryError(
             f"step {entry.step}: the recording says its screenshot was {_frame_text(recorded)}; "
