@@ -4,7 +4,9 @@ By default the decisions are exactly the reference's on ubuntu trees: the same n
 (the accessibility filter with the image rule), the same integer reading of their
 geometry, the same single-colour test on the image as it is being drawn, the same
 drawing with Pillow's built-in default font. Windows trees are read with the
-windows namespaces (the reference tags none of their nodes).
+windows namespaces (the reference tags none of their nodes). A screenshot in a mode
+the marks would not show on (palette, bilevel, 16-bit grey) is first converted to
+RGB, RGBA or L, as scaling converts it; RGB, RGBA, L and LA are drawn on as given.
 """
 
 from __future__ import annotations
@@ -456,6 +458,26 @@ def _label_stamp(label: str, mode: str) -> tuple[int, int, Image.Image] | None:
     return left, top, canvas.crop(inside)
 
 
+# Modes the marks' red, black and white are drawn on as themselves (L and LA as greys).
+_DRAWABLE: Final = frozenset({"RGB", "RGBA", "L", "LA"})
+
+
+def _drawable(image: Image.Image) -> Image.Image:
+    """The screenshot in a mode the marks show on, as scaling converts it (`_resamplable`).
+
+    A palette image may have no free entry for red (Pillow refuses the outline, so every
+    mark would be dropped), 16-bit grey takes the marks as values of at most 255 out of
+    65535 (invisible), and bilevel turns red white; the reference draws on them as they are.
+    """
+    try:
+        return _resamplable(image)
+    except _PILLOW_ERRORS as exc:
+        raise ScreenshotError(
+            f"screenshot ({image.mode}, {image.width} x {image.height}) cannot be converted "
+            f"to draw marks on: {exc}"
+        ) from None
+
+
 def _draw_mark(
     image: Image.Image,
     draw: ImageDraw.ImageDraw,
@@ -520,6 +542,8 @@ def tag_screenshot(
     if size is not None and size != image.size:
         sx, sy = size[0] / image.size[0], size[1] / image.size[1]
         image = resample_screenshot(image, size)
+    elif image.mode not in _DRAWABLE:
+        image = _drawable(image)
     probe = image.copy() if test_original else image
     uniformity = _Uniformity(probe)
     draw = ImageDraw.Draw(image)

@@ -135,22 +135,86 @@ def test_earlier_box_keeps_a_later_one() -> None:
         assert ours.tagged_screenshot == reference_tag(png(image), xml, "ubuntu", option)[1]
 
 
-@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "P", "1", "I;16"])
-def test_image_modes_match_reference(mode: str) -> None:
-    """Every PNG mode is tagged like the reference, palette images included."""
-    image = speckled(mode=mode)
-    xml = tree(
-        "".join(
-            f'<push-button name="n{i}" {SHOWN} cp:screencoord="({x}, {y})" cp:size="({w}, {h})"/>'
-            for i, (x, y, w, h) in enumerate(
-                [(0, 0, 20, 20), (25, 15, 30, 30), (40, 30, 40, 40), (5, 5, 3, 3), (58, 2, 10, 8)]
-            )
+SPECKLED_TREE = tree(
+    "".join(
+        f'<push-button name="n{i}" {SHOWN} cp:screencoord="({x}, {y})" cp:size="({w}, {h})"/>'
+        for i, (x, y, w, h) in enumerate(
+            [(0, 0, 20, 20), (25, 15, 30, 30), (40, 30, 40, 40), (5, 5, 3, 3), (58, 2, 10, 8)]
         )
     )
-    ours = tag_screenshot(png(image), xml)
-    masks, expected_png, table = reference_tag(png(image), xml)
+)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA"])
+def test_image_modes_match_reference(mode: str) -> None:
+    """The modes marks show on are tagged byte for byte like the reference."""
+    image = speckled(mode=mode)
+    ours = tag_screenshot(png(image), SPECKLED_TREE)
+    masks, expected_png, table = reference_tag(png(image), SPECKLED_TREE)
     assert (list(ours.masks), ours.element_table) == (masks, table)
     assert ours.tagged_screenshot == expected_png
+
+
+def wide_grey(image: Image.Image) -> Image.Image:
+    """The image as 16-bit grey ("I;16") spanning the whole range: 8-bit value v is v * 257."""
+    grey = image.convert("L")
+    wide = Image.new("I;16", grey.size)
+    wide.putdata([value * 257 for value in pixels(grey)])
+    return wide
+
+
+def with_transparent_white(image: Image.Image) -> Image.Image:
+    """A palette copy of `image` whose white entry is transparent (a tRNS chunk)."""
+    palette = image.convert("P")
+    palette.info["transparency"] = palette.getpixel((0, 0))
+    return palette
+
+
+@pytest.mark.parametrize(
+    ("screen", "as_drawn"),
+    [
+        (speckled(mode="P"), speckled(mode="P").convert("RGB")),
+        (speckled(mode="1"), speckled(mode="1").convert("RGB")),
+        (wide_grey(speckled()), speckled(mode="L")),
+        (with_transparent_white(speckled()), with_transparent_white(speckled()).convert("RGBA")),
+    ],
+    ids=["P", "1", "I;16", "P with tRNS"],
+)
+def test_modes_marks_would_not_show_on_are_converted_first(
+    screen: Image.Image, as_drawn: Image.Image
+) -> None:
+    """Palette, bilevel and 16-bit grey screenshots are tagged as the reference tags the same
+    screen in RGB(A) or 8-bit grey (it draws on them as they are: a full palette refuses red,
+    so no mark is drawn, and 16-bit grey gets its marks at values of at most 255 of 65535)."""
+    ours = tag_screenshot(png(screen), SPECKLED_TREE)
+    masks, expected_png, table = reference_tag(png(as_drawn), SPECKLED_TREE)
+    assert (list(ours.masks), ours.element_table) == (masks, table)
+    assert len(masks) == 4
+    assert ours.tagged_screenshot == expected_png
+
+
+def test_a_full_palette_without_red_gets_every_mark_in_red() -> None:
+    """A 256-colour palette with no free entry and no red, black or white: every mark is
+    drawn (the reference's outline in red is refused there, and each mark silently dropped)."""
+    image = Image.new("P", (64, 48))
+    image.putpalette(
+        [c for i in range(256) for c in (10 + (i % 16) * 10, 20 + (i // 16) * 10, 100)]
+    )
+    image.putdata([(x * 7 + y * 13) % 256 for y in range(48) for x in range(64)])
+    with pytest.raises(ValueError, match="cannot allocate more than 256 colors"):
+        ImageDraw.Draw(image.copy()).rectangle([(0, 0), (5, 5)], outline="red")
+    ours = tag_screenshot(png(image), SPECKLED_TREE)
+    assert len(ours.masks) == 5
+    tagged = Image.open(io.BytesIO(ours.tagged_screenshot))
+    assert tagged.mode == "RGB"
+    assert tagged.getpixel((0, 0)) == (255, 0, 0)
+    assert ours == reference_tag_of(image.convert("RGB"))
+
+
+def reference_tag_of(image: Image.Image) -> SetOfMarks:
+    """The reference's tagging of `image` against the speckled tree, as a `SetOfMarks`."""
+    masks, tagged, table = reference_tag(png(image), SPECKLED_TREE)
+    return SetOfMarks(tuple(masks), tagged, table)
 
 
 @pytest.mark.parametrize(
