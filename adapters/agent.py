@@ -77,17 +77,24 @@ class _Pending:
 
 
 def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
-    """What the environment gave, for the recorder: any PNG screenshot and XML tree it holds,
-    in any form `Observation.from_dict` takes (a memoryview screenshot, a tree as bytes)."""
-    if isinstance(obs, Observation):
-        return obs
-    shot = obs.get("screenshot") if isinstance(obs, Mapping) else None
-    tree = obs.get("accessibility_tree") if isinstance(obs, Mapping) else None
-    png = bytes(shot) if isinstance(shot, bytes | bytearray | memoryview) else None
+    """What the environment gave, for the recorder: its PNG screenshot as bytes and its XML
+    tree as text, from a dict in any form `Observation.from_dict` takes or from an
+    `Observation` built by hand (whose tree may still be bytes, a memoryview or UTF-16).
+    A part the step could not have read is left out, so the recorder always gets
+    `bytes | None` and `str | None`."""
+    # An Observation's fields are typed str / bytes, but its constructor takes a tree as bytes.
+    shot: object = obs.screenshot if isinstance(obs, Observation) else obs.get("screenshot")
+    tree: object = (
+        obs.accessibility_tree if isinstance(obs, Observation) else obs.get("accessibility_tree")
+    )
+    try:
+        png = bytes(shot) if isinstance(shot, bytes | bytearray | memoryview) else None
+    except ValueError:  # a released memoryview the step did not use
+        png = None
     if isinstance(tree, bytes | bytearray | memoryview):
         try:
             tree = tree_text(tree)
-        except AccessibilityTreeError:
+        except (AccessibilityTreeError, ValueError):
             tree = None  # one the step did not use: it would have refused it
     return Observation(
         screenshot=png if png is not None and png.startswith(PNG_SIGNATURE) else None,
