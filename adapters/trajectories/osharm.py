@@ -5,7 +5,8 @@ A task's folder is `{result_dir}/{action_space}/{observation_type}/{model}/{doma
 
 * `step_0.png`, the screenshot before the first model call, and
   `step_{n}_{YYYYMMDD@HHMMSS}.png`, the screenshot after each executed action of step `n`,
-  each with its raw accessibility tree beside it (`step_0.xml`, ...), so
+  each with its accessibility tree beside it (`step_0.xml`, ...; UTF-8, the text the
+  agent read, whatever bytes-like form or encoding the environment gave), so
   `osharm-agent render FOLDER/step_0.png` shows what a step saw;
 * `traj.jsonl`, one line per executed action (`step_num`, `action_timestamp`,
   `action`, `reward`, `done`, `info`, `screenshot_file`: null when the observation
@@ -80,6 +81,7 @@ from osharm_core import (
     linearize_accessibility_tree,
     thaw,
 )
+from osharm_core.accessibility import tree_text
 from osharm_core.errors import excerpt, is_finite_number, number_excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
@@ -216,6 +218,31 @@ def _append(path: Path, line: bytes) -> None:
         _fsync_append(path, line)
     except OSError as exc:
         raise TrajectoryError(f"cannot append to {path}: {_reason(exc)}") from None
+
+
+def _part_bytes(value: object) -> bytes | None:
+    """A bytes-like observation part (bytes, bytearray, memoryview) as bytes; else `None`."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        return None
+    try:
+        return bytes(value)
+    except ValueError:  # a released memoryview: nothing left to read
+        return None
+
+
+def _tree_part(value: object) -> str | bytes | None:
+    """An observation's tree as the text the agent read: a str as given, bytes-like decoded as
+    their BOM or XML declaration says (`tree_text`); bytes no encoding reads stay raw bytes
+    (the agent refuses them, the folder keeps what the environment gave)."""
+    if isinstance(value, str):
+        return value
+    data = _part_bytes(value)
+    if data is None:
+        return None
+    try:
+        return tree_text(data)
+    except AccessibilityTreeError:
+        return data
 
 
 def _forget_judgments(directory: Path) -> None:
@@ -400,18 +427,16 @@ class ResultWriter:
             self._held.append(write)
 
     def _save(self, name: str, observation: Mapping[str, Any]) -> str | None:
-        """The observation's screenshot as `name` and its raw tree beside it (same stem, .xml);
-        returns `name`, or `None` when the observation had no screenshot (then no step names one).
+        """The observation's screenshot as `name` and its tree beside it (same stem, .xml), in
+        UTF-8 as the agent read it (see `_tree_part`); returns `name`, or `None` when the
+        observation had no screenshot (then no step names one).
 
         A file of that name left by an earlier action of the step (same second) is removed
         when this observation has no such part, so the step's files are its own.
         """
-        screenshot = observation.get("screenshot")
-        png = bytes(screenshot) if isinstance(screenshot, bytes | bytearray) else None
-        tree = observation.get("accessibility_tree")
-        if isinstance(tree, str):
-            tree = _utf8(tree)
-        xml = bytes(tree) if isinstance(tree, bytes | bytearray) else None
+        png = _part_bytes(observation.get("screenshot"))
+        tree = _tree_part(observation.get("accessibility_tree"))
+        xml = _utf8(tree) if isinstance(tree, str) else tree
         self.last_screenshot = None if png is None else name
         files = ((name, png), (name.removesuffix(".png") + ".xml", xml))
         self._write(functools.partial(self._put, files))
@@ -434,10 +459,10 @@ class ResultWriter:
     ) -> None:
         """Add one model call to better_log.json (rewritten whole, atomically); a deferred
         writer's first reply that was not replayed (`prepaid`) claims its folder."""
-        tree = observation.get("accessibility_tree")
+        tree = _tree_part(observation.get("accessibility_tree"))
         known, self.linearized = self.linearized, None
         linear = None
-        if isinstance(tree, str | bytes) and tree:
+        if isinstance(tree, str) and tree:
             linear = None if known is None else known.table_for(tree, self.config.platform)
             if linear is None:
                 try:

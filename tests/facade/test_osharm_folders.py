@@ -30,9 +30,10 @@ from adapters.trajectories.osharm import (
     result_folder,
     run_episode,
 )
+from adapters.trajectories.rebuild import rebuild_step
 from adapters.trajectories.replay import ReplayClient, ReplayEnv
 from osharm_core import AgentConfig, linearize_accessibility_tree, parse_code_from_string
-from tests.facade.helpers import observation_folder
+from tests.facade.helpers import load, observation_folder
 
 CONFIG = AgentConfig(
     model="gpt-4o", observation_type="screenshot_a11y_tree", action_space="pyautogui"
@@ -505,3 +506,128 @@ def test_an_action_is_stamped_when_it_begins(tmp_path: Path) -> None:
         "20261123@120001",
         "20261123@120002",
     ]
+
+
+# --- observations in every form `Observation.from_dict` takes -----------------------------
+
+
+def _as_given(observation: dict[str, Any]) -> dict[str, Any]:
+    return observation
+
+
+def _memoryviews(observation: dict[str, Any]) -> dict[str, Any]:
+    tree = observation["accessibility_tree"].encode("utf-8")
+    return {
+        "screenshot": memoryview(observation["screenshot"]),
+        "accessibility_tree": memoryview(tree),
+    }
+
+
+def _bytearrays(observation: dict[str, Any]) -> dict[str, Any]:
+    tree = observation["accessibility_tree"].encode("utf-8")
+    return {
+        "screenshot": bytearray(observation["screenshot"]),
+        "accessibility_tree": bytearray(tree),
+    }
+
+
+def _utf16_tree(observation: dict[str, Any]) -> dict[str, Any]:
+    return {**observation, "accessibility_tree": observation["accessibility_tree"].encode("utf-16")}
+
+
+class _FormEnv:
+    """Serves the fixtures `names` in turn (the first from `first()`), each through `form`."""
+
+    def __init__(self, names: tuple[str, ...], form: Any) -> None:
+        self.observations = [form(load(name)) for name in names]
+        self.served = 0
+
+    def first(self) -> dict[str, Any]:
+        return self.observations[0]
+
+    def step(
+        self, action: Any, pause: float = 0
+    ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        self.served = min(self.served + 1, len(self.observations) - 1)
+        return self.observations[self.served], 0.0, action == "DONE", {}
+
+    def evaluate(self) -> float:
+        return 1.0
+
+
+def _form_folder(tmp_path: Path, form: Any) -> tuple[Path, FakeClient]:
+    env = _FormEnv(FIVE[:4], form)
+    client = FakeClient([CLICK, TWO, "DONE"])
+    agent = PromptAgent.from_config(CONFIG, client=client)
+    folder = tmp_path / form.__name__
+    writer = ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15, clock=_clock())
+    assert run_episode(agent, env, env.first(), writer, max_steps=15) == 1.0
+    return folder, client
+
+
+@pytest.mark.parametrize("form", [_memoryviews, _bytearrays, _utf16_tree])
+def test_every_form_of_an_observation_gives_the_same_folder(tmp_path: Path, form: Any) -> None:
+    """Screenshots and trees as memoryviews, bytearrays or UTF-16 bytes (all of which the
+    agent reads) are written as the same observations given as bytes and str: every PNG and
+    XML file, better_log's linearized trees and screenshot names, byte for byte."""
+    expected, _ = _form_folder(tmp_path, _as_given)
+    folder, _ = _form_folder(tmp_path, form)
+    names = sorted(p.name for p in expected.iterdir())
+    assert sum(name.endswith((".png", ".xml")) for name in names) == 10
+    assert sorted(p.name for p in folder.iterdir()) == names
+    for name in names:
+        assert (folder / name).read_bytes() == (expected / name).read_bytes(), name
+    steps = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))["steps"]
+    assert all(step["a11y_tree"] and step["screenshot_file"] for step in steps)
+
+
+NS = (
+    'xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
+    'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component"'
+)
+
+
+def _declared(encoding: str, name: str) -> str:
+    return (
+        f'<?xml version="1.0" encoding="{encoding}"?><desktop-frame {NS}>'
+        f'<push-button name="{name}" st:showing="true" st:visible="true" st:enabled="true" '
+        'cp:screencoord="(10, 20)" cp:size="(80, 30)"/></desktop-frame>'
+    )
+
+
+@pytest.mark.parametrize(
+    ("codec", "encoding", "name"),
+    [
+        ("latin-1", "ISO-8859-1", "Caf\xe9 \xfcber"),
+        ("shift_jis", "Shift_JIS", "\u4fdd\u5b58\u3059\u308b"),
+        ("utf-16", "UTF-16", "Caf\xe9 \u4fdd\u5b58"),
+    ],
+)
+def test_a_tree_in_another_encoding_is_kept_as_the_text_the_model_saw(
+    tmp_path: Path, codec: str, encoding: str, name: str
+) -> None:
+    """A tree handed over as bytes in its declared encoding is saved as the text the agent
+    read, in UTF-8: the folder's steps rebuild to the requests sent, and it replays."""
+    text = _declared(encoding, name)
+    obs = {"screenshot": None, "accessibility_tree": text.encode(codec)}
+    config = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
+
+    class Env:
+        def step(
+            self, action: Any, pause: float = 0
+        ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+            return obs, 0.0, action == "DONE", {}
+
+        def evaluate(self) -> float:
+            return 1.0
+
+    client = FakeClient([CLICK, "DONE"])
+    agent = PromptAgent.from_config(config, client=client)
+    folder = tmp_path / "out"
+    writer = ResultWriter(folder, config=config, task=TASK, max_steps=15, clock=_clock())
+    run_episode(agent, Env(), obs, writer, max_steps=15)
+    assert (folder / "step_0.xml").read_bytes() == text.encode("utf-8")
+    assert f"push-button\t{name}\t" in client.requests[0].messages[-1].text
+    for number, sent in enumerate(client.requests, start=1):
+        assert rebuild_step(folder, number).request.messages == sent.messages
+    assert ReplayEnv(folder).reset()["accessibility_tree"] == text

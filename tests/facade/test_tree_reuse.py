@@ -53,7 +53,10 @@ def test_the_writer_takes_a_table_only_for_the_very_tree_and_settings(tmp_path: 
         (given, tree, "the agent's table"),
         (given, "".join(tree), "the agent's table"),  # equal text, another object
         (given, other, linearize_accessibility_tree(other)),
-        (given, tree.encode(), linearize_accessibility_tree(tree)),
+        # Bytes are read as the agent reads them (`tree_text`): the same text, the same table.
+        (given, tree.encode(), "the agent's table"),
+        (given, memoryview(tree.encode("utf-16")), "the agent's table"),
+        (given, other.encode(), linearize_accessibility_tree(other)),
         (LinearizedTree(tree, "ubuntu", True, "x"), tree, linearize_accessibility_tree(tree)),
         (LinearizedTree(tree, "windows", False, "x"), tree, linearize_accessibility_tree(tree)),
         (None, tree, linearize_accessibility_tree(tree)),
