@@ -50,7 +50,7 @@ from adapters.trajectories.osharm import (
 from osharm_core import AgentConfig, AgentState, ConfigError, CoordinateFrame, Observation
 from osharm_core.budget import count_tokens, refit_step
 from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES
-from osharm_core.errors import StateError, excerpt
+from osharm_core.errors import ObservationError, StateError, excerpt
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.state import ObservationRecord
 from osharm_core.step import (
@@ -253,6 +253,18 @@ def _file(directory: Path, name: str | None, step: int, what: str) -> bytes | No
         ) from None
 
 
+def _tree_text(data: bytes, name: str | None, step: int) -> str:
+    """A recorded tree file's text: it is written in UTF-8 (the text the agent read), so
+    anything else is a `TrajectoryError`, never a tree that differs from the one sent."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TrajectoryError(
+            f"step {step}: its accessibility tree {excerpt(name)} is not UTF-8 text ({exc}), "
+            "so it is not the tree the step sent"
+        ) from None
+
+
 def _request(
     config: AgentConfig,
     state: AgentState,
@@ -281,16 +293,25 @@ def _prepared(
     # An a11y_tree prompt holds no image: a recording need not keep the screenshot for it.
     shown = entry.screenshot if kind in SCREENSHOT_TYPES else None
     screenshot = _file(directory, shown, entry.step, "screenshot")
-    tree_bytes = _file(directory, entry.accessibility_tree, entry.step, "accessibility tree")
+    # Nor the tree for a screenshot prompt.
+    read = entry.accessibility_tree if kind in TREE_TYPES else None
+    tree_bytes = _file(directory, read, entry.step, "accessibility tree")
     if kind in SCREENSHOT_TYPES and screenshot is None:
         raise TrajectoryError(
             f"step {entry.step}: observation type {kind!r} needs the screenshot, "
             "and the recording kept none"
         )
     if kind not in TREE_TYPES or tree_bytes is not None:
-        tree = None if tree_bytes is None else tree_bytes.decode("utf-8", "replace")
+        tree = None if tree_bytes is None else _tree_text(tree_bytes, read, entry.step)
         observation = Observation(screenshot=screenshot, accessibility_tree=tree)
-        return prepare_step(config, state, entry.instruction, observation)
+        try:
+            return prepare_step(config, state, entry.instruction, observation)
+        except ObservationError as exc:
+            files = " and ".join(excerpt(name) for name in (shown, read) if name is not None)
+            raise TrajectoryError(
+                f"{directory}, step {entry.step}: its recorded observation ({files}) "
+                f"cannot be read: {exc}"
+            ) from None
     if kind == "som" or config.ubuntu_attributes or not isinstance(linear, str):
         what = (
             "set-of-marks needs the raw tree"

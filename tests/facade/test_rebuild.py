@@ -162,3 +162,39 @@ def test_the_cli_renders_a_recorded_step(
     assert main(["render", "--trajectory", str(folder), "--step", "7"]) != 0
     assert "has steps 1 to 4" in capsys.readouterr().err
     assert len(client.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        # As a folder written before trees were kept as UTF-8 holds a Latin-1 tree.
+        (
+            '<?xml version="1.0" encoding="ISO-8859-1"?><desktop-frame name="Caf\xe9"/>'.encode(
+                "latin-1"
+            ),
+            "is not UTF-8 text",
+        ),
+        (b"<desktop-frame><unclosed></desktop-frame>", "not well-formed XML"),
+    ],
+    ids=["latin-1", "malformed"],
+)
+def test_a_kept_tree_that_cannot_be_read_is_a_trajectory_error_naming_the_step(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    """A tree file that is not UTF-8, or not XML, stops the rebuild with a `TrajectoryError`
+    naming the step and the file, never a prompt different from the one sent."""
+    config = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
+    folder, _ = _folder(tmp_path, config)
+    (folder / "step_0.xml").write_bytes(content)
+    with pytest.raises(TrajectoryError, match=reason) as caught:
+        rebuild_step(folder, 1)
+    assert "step 1" in str(caught.value)
+    assert "step_0.xml" in str(caught.value)
+
+
+def test_a_screenshot_step_does_not_read_its_kept_tree(tmp_path: Path) -> None:
+    """A screenshot prompt holds no tree: a tree file that cannot be read does not stop it."""
+    config = AgentConfig(model="gpt-4o", observation_type="screenshot", action_space="pyautogui")
+    folder, client = _folder(tmp_path, config)
+    (folder / "step_0.xml").write_bytes(b"<a>\xff</a>")
+    assert rebuild_step(folder, 1).request.messages == client.requests[0].messages
