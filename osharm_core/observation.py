@@ -34,13 +34,23 @@ def png_size(data: bytes) -> tuple[int, int]:
     return width, height
 
 
+def _buffer(
+    value: bytes | bytearray | memoryview, key: str, error: type[ObservationError]
+) -> bytes:
+    """A bytes-like observation part as bytes (a released memoryview cannot be read)."""
+    try:
+        return bytes(value)
+    except ValueError as exc:
+        raise error(f"observation key {key!r} cannot be read: {exc}") from None
+
+
 def _screenshot(value: object, observation_type: str) -> bytes:
     if not isinstance(value, bytes | bytearray | memoryview):
         raise ScreenshotError(
             f"observation key 'screenshot' must be PNG bytes for observation type "
             f"{observation_type!r}; got {type(value).__name__}"
         )
-    data = bytes(value)
+    data = _buffer(value, "screenshot", ScreenshotError)
     try:
         png_size(data)
     except ScreenshotError as exc:
@@ -53,7 +63,7 @@ def _screenshot(value: object, observation_type: str) -> bytes:
 def _tree(value: object, observation_type: str) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         try:
-            value = tree_text(value)
+            value = tree_text(_buffer(value, "accessibility_tree", AccessibilityTreeError))
         except AccessibilityTreeError as exc:
             raise AccessibilityTreeError(
                 f"observation key 'accessibility_tree' (observation type {observation_type!r}): "

@@ -160,3 +160,13 @@ def test_a_released_buffer_is_an_observation_error() -> None:
     view.release()
     with pytest.raises(ObservationError, match="cannot be read"):
         Observation(screenshot=view)
+
+
+def test_a_released_buffer_in_an_observation_dict_names_its_key() -> None:
+    screenshot, tree = memoryview(PNG), memoryview(XML.encode())
+    screenshot.release()
+    tree.release()
+    with pytest.raises(ScreenshotError, match="key 'screenshot' cannot be read"):
+        Observation.from_dict({"screenshot": screenshot, "accessibility_tree": XML})
+    with pytest.raises(AccessibilityTreeError, match="key 'accessibility_tree' cannot be read"):
+        Observation.from_dict({"screenshot": PNG, "accessibility_tree": tree})
