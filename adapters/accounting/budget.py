@@ -4,13 +4,17 @@ A `Budget` is one run's accounting (an edge object: it holds the run's
 totals): every agent of the run shares it. The agent reserves a place with
 it before each request (`reserve`, `areserve`) and settles the reservation
 with the step's usage after the response (or releases it when the call
-failed); once a cap is reached no further request is sent
-(`BudgetExceeded`). Caps are checked against what was charged, since a
-request's cost is known only once it is answered, so the step that reaches a
-cap is completed and recorded, and the episode ends before the next one.
-Steps whose provider reported no usage add 0 tokens. A dollar cap cannot be
-kept for a step whose cost is unknown (no price for the model), so such a
-step reaches it.
+failed and nothing it got may have been billed); once a cap is reached no
+further request is sent (`BudgetExceeded`). Caps are checked against what was
+charged, since a request's cost is known only once it is answered, so the
+step that reaches a cap is completed and recorded, and the episode ends
+before the next one. Steps whose provider reported no usage add 0 tokens. A
+dollar cap cannot be kept for a step whose cost is unknown (no price for the
+model), so such a step reaches it. A reply
+that came with a 2xx status but gave no step (it could not be decoded, its
+body was cut off) may have been billed, so it is charged too: the usage its
+body reported, or, when none could be read, an estimate that leans high (see
+`adapters.agent.billed_totals`).
 
 Requests in flight count against the run caps: each holds an estimate, the
 largest step (tokens and dollars) charged so far in the run, and a request
@@ -22,7 +26,8 @@ waits (its own request is answered before it asks again). The bound that
 remains: a run cap is passed by at most one step, as for a single agent,
 plus, for each other request in flight at that moment, how much its step
 came out larger than the largest charged before it (a trajectory's history
-grows its later steps).
+grows its later steps), and, for each reply charged an estimate, how much it
+came out larger than its estimate.
 """
 
 from __future__ import annotations
@@ -169,7 +174,8 @@ class Budget:
         if error is not None:
             raise error
         if self.max_run_tokens is None and self.max_run_cost is None:
-            return Reservation(self, counted=False)
+            tokens, cost = self._largest
+            return Reservation(self, tokens=tokens, cost_usd=cost, counted=False)
         if self._in_flight and not self._room():
             return None
         return self._take()
@@ -244,7 +250,11 @@ class Budget:
 
 class Reservation:
     """One request's place in a `Budget`: `settle` it with the step's totals once answered,
-    or `release` it when the call failed (each only once; `release` after `settle` does nothing)."""
+    or `release` it when the call failed (each only once; `release` after `settle` does nothing).
+
+    `tokens` and `cost_usd` are the estimate it holds: the largest step charged in the run
+    when it was reserved (held against the run caps only when `counted`).
+    """
 
     __slots__ = ("_budget", "_open", "cost_usd", "counted", "tokens")
 

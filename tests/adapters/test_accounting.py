@@ -457,6 +457,19 @@ def test_step_tokens() -> None:
     assert step_tokens(Usage(total_tokens=-3)) is None
 
 
+def test_failed_and_estimated_replies_are_counted_apart() -> None:
+    """A reply that gave no step counts among the steps, and says so; an estimated one adds
+    tokens and cost, not per-kind counts."""
+    read = UsageTotals().add(Usage(input_tokens=100, output_tokens=20), 0.5, failed=True)
+    both = read.add_estimate(300, 0.25)
+    assert (both.steps, both.failed_steps, both.estimated_steps) == (2, 2, 1)
+    assert (both.tokens, both.input_tokens, both.output_tokens) == (420, 100, 20)
+    assert both.cost_usd == pytest.approx(0.75)
+    assert "2 failed replies charged, 1 as an estimate" in both.describe()
+    assert (both + both).failed_steps == 4
+    assert UsageTotals().add_estimate(300, None).cost_usd is None
+
+
 def test_describe() -> None:
     one = UsageTotals().add(Usage(input_tokens=100, output_tokens=20, cached_input_tokens=50), 0.5)
     assert one.describe() == ("tokens 120 (in 100, cached 50, out 20, reasoning 0); cost $0.5000")
