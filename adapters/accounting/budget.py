@@ -8,9 +8,11 @@ failed and nothing it got may have been billed); once a cap is reached no
 further request is sent (`BudgetExceeded`). Caps are checked against what was
 charged, since a request's cost is known only once it is answered, so the
 step that reaches a cap is completed and recorded, and the episode ends
-before the next one. Steps whose provider reported no usage add 0 tokens. A
-dollar cap cannot be kept for a step whose cost is unknown (no price for the
-model), so such a step reaches it. A reply
+before the next one.
+
+A cap fails closed where it cannot be kept: a token cap is reached by a step
+whose provider reported no usage (it would add 0 tokens), a dollar cap by a
+step whose cost is unknown (no price for the model, or no usage). A reply
 that came with a 2xx status but gave no step (it could not be decoded, its
 body was cut off) may have been billed, so it is charged too: the usage its
 body reported, or, when none could be read, an estimate that leans high (see
@@ -58,8 +60,14 @@ def _cap(value: float | None, name: str, *, integer: bool) -> float | None:
 def _reached(
     totals: UsageTotals, max_tokens: float | None, max_cost: float | None, scope: str
 ) -> str | None:
-    if max_tokens is not None and totals.tokens >= max_tokens:
-        return f"{totals.tokens} tokens used, cap {int(max_tokens)}"
+    if max_tokens is not None:
+        if totals.tokens >= max_tokens:
+            return f"{totals.tokens} tokens used, cap {int(max_tokens)}"
+        if totals.unreported_steps:
+            return (
+                f"usage not reported for a step, so the {scope} token cap {int(max_tokens)} "
+                "cannot be kept"
+            )
     if max_cost is not None:
         if totals.unpriced_steps:
             return (

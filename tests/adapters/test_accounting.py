@@ -522,6 +522,56 @@ def test_episode_caps() -> None:
     assert "cannot be kept" in unpriced.reason
 
 
+def test_a_token_cap_is_reached_by_a_step_without_usage() -> None:
+    """A step whose provider reported no usage adds 0 tokens, so a token cap cannot be kept
+    past it: it reaches the cap (episode and run), as an unpriced step reaches a dollar cap.
+    Without a token cap such steps stop nothing."""
+    unreported = UsageTotals().add(Usage(), None)
+    episode = Budget(max_episode_tokens=1_000).exceeded(unreported)
+    assert episode is not None
+    assert episode.reason == (
+        "usage not reported for a step, so the episode token cap 1000 cannot be kept"
+    )
+    run = Budget(max_run_tokens=1_000)
+    run.charge(_step(10, None))
+    assert run.run_exceeded() is None
+    run.charge(unreported)
+    assert run.run_exceeded() == (
+        "usage not reported for a step, so the run token cap 1000 cannot be kept"
+    )
+    assert (
+        Budget(max_episode_cost=1.0, prices=PriceTable(version="x", entries=())).exceeded(
+            unreported
+        )
+        is not None
+    )
+    assert Budget(max_run_cost=5.0).exceeded(_step(10, 0.1).add(Usage(), 0.0)) is None
+
+
+@given(st.lists(usages(), min_size=1, max_size=12), st.integers(1, 5_000_000))
+def test_a_token_cap_is_passed_by_at_most_one_step(steps: list[Usage], cap: int) -> None:
+    """One agent under a token cap: every step but the last it sent was reported and left
+    the total under the cap, so the cap is passed by the last step alone, whatever the steps
+    (unreported ones included)."""
+    budget = Budget(max_run_tokens=cap, max_episode_tokens=cap)
+    episode = UsageTotals()
+    sent: list[Usage] = []
+    for usage in steps:
+        try:
+            held = budget.reserve(episode)
+        except BudgetExceeded:
+            break
+        step = UsageTotals().add(usage, None)
+        held.settle(step)
+        episode = episode + step
+        sent.append(usage)
+    before_last = reduce(lambda t, u: t.add(u, None), sent[:-1], UsageTotals())
+    assert before_last.unreported_steps == 0
+    assert before_last.tokens < cap
+    if len(sent) < len(steps):
+        assert budget.run_exceeded() is not None
+
+
 def test_run_caps_come_first_and_count_every_episode() -> None:
     budget = Budget(max_run_tokens=150, max_episode_tokens=1000)
     budget.charge(_step(100, None))

@@ -393,6 +393,37 @@ def test_a_2xx_body_the_deadline_cut_off_is_billed(server: LoopbackServer, mode:
     assert (caught.value.status, caught.value.billed) == (200, (Usage(),))
 
 
+# --- a token cap without usage --------------------------------------------------------
+
+
+def test_a_token_cap_stops_at_a_step_whose_usage_was_not_reported(
+    server: LoopbackServer, mode: str
+) -> None:
+    """A server that reports no usage (some OpenAI-compatible servers): a token cap cannot be
+    kept, so the first such step reaches it, as a dollar cap is reached by an unpriced step
+    (50 steps used to go out under a 1,000-token cap)."""
+    body = chat_completion(CLICK)
+    del body["usage"]
+    server.enqueue(Reply(200, body))
+    budget = Budget(max_episode_tokens=1_000)
+    client = loopback_client("compat/m", server.base_url + "/v1", retry=RetryPolicy(attempts=1))
+    agent = PromptAgent(
+        model="compat/m",
+        observation_type="a11y_tree",
+        action_space="pyautogui",
+        client=client,
+        budget=budget,
+    )
+    _step(agent, mode)
+    with pytest.raises(BudgetExceeded) as caught:
+        _step(agent, mode)
+    assert caught.value.scope == "episode"
+    assert "usage not reported for a step, so the episode token cap 1000 cannot be kept" in str(
+        caught.value
+    )
+    assert len(server.requests) == 1
+
+
 def test_a_run_summary_shows_estimated_tokens_but_no_per_kind_counts() -> None:
     """A run whose only charge is an estimate: its total tokens, not input or output
     counts nobody reported."""
