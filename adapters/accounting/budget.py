@@ -125,6 +125,11 @@ class Budget:
         return self.max_episode_cost is not None or self.max_run_cost is not None
 
     @property
+    def largest_step(self) -> tuple[int, float]:
+        """The largest step charged so far (tokens, known dollars): what a request holds."""
+        return self._largest
+
+    @property
     def in_flight(self) -> int:
         """How many reserved requests are not answered yet (counted only under a run cap)."""
         return self._in_flight
@@ -136,6 +141,17 @@ class Budget:
         """
         with self._lock:
             self._add(totals)
+            self._wake()
+
+    def carry_over(self, spent: UsageTotals, largest_step: tuple[int, float]) -> None:
+        """Count what another budget was charged (its `run_totals` and `largest_step`) as
+        charged here: Ray's `BudgetActor` starts from the driver's budget this way."""
+        with self._lock:
+            self._run = self._run + spent
+            self._largest = (
+                max(self._largest[0], largest_step[0]),
+                max(self._largest[1], largest_step[1]),
+            )
             self._wake()
 
     def reserve(self, episode: UsageTotals) -> Reservation:

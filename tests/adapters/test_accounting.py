@@ -572,6 +572,47 @@ def test_a_token_cap_is_passed_by_at_most_one_step(steps: list[Usage], cap: int)
         assert budget.run_exceeded() is not None
 
 
+def test_a_budget_carries_over_what_another_was_charged() -> None:
+    """`carry_over` counts another budget's totals and largest step: its reservations hold
+    that step, and a cap counts what was spent before."""
+    spent = UsageTotals(steps=6, tokens=84)
+    budget = Budget(max_run_tokens=100)
+    budget.carry_over(spent, (14, 0.5))
+    assert (budget.run_totals, budget.largest_step) == (spent, (14, 0.5))
+    held = budget.reserve(UsageTotals())
+    assert (held.tokens, held.cost_usd, budget.in_flight) == (14, 0.5, 1)
+    held.settle(_tokens(14))
+    assert budget.run_exceeded() is None  # 98 of 100
+    held = budget.reserve(UsageTotals())
+    held.settle(_tokens(14))
+    assert budget.run_exceeded() == "112 tokens used, cap 100"
+
+
+def test_the_ray_budget_actor_starts_from_what_the_budget_was_charged() -> None:
+    """The cluster's `BudgetActor` (its body, without Ray) seeded with 84 of 100 tokens spent
+    in steps of 14: two requests fit before the cap, as on one process; a third waits and
+    ends once they are charged (it used to start from 0 and let about 8 more go)."""
+    from adapters.runs.ray_runner import BudgetActor
+
+    async def run() -> tuple[object, ...]:
+        actor = BudgetActor(100, None, UsageTotals(steps=6, tokens=84), (14, 0.0))
+        first = await actor.reserve("a")
+        second = await actor.reserve("b")
+        third = asyncio.ensure_future(actor.reserve("c"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        waited = not third.done()
+        for place in (first, second):
+            assert isinstance(place[0], int)
+            actor.settle(place[0], _tokens(14))
+        return first, second, waited, await third, actor.run_exceeded()
+
+    first, second, waited, third, reached = asyncio.run(run())
+    assert (first, second, waited) == ((1, 14, 0.0), (2, 14, 0.0), True)
+    assert third == ("112 tokens used, cap 100", 112, None)
+    assert reached == "112 tokens used, cap 100"
+
+
 def test_run_caps_come_first_and_count_every_episode() -> None:
     budget = Budget(max_run_tokens=150, max_episode_tokens=1000)
     budget.charge(_step(100, None))
