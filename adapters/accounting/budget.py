@@ -8,7 +8,8 @@ failed and nothing it got may have been billed); once a cap is reached no
 further request is sent (`BudgetExceeded`). Caps are checked against what was
 charged, since a request's cost is known only once it is answered, so the
 step that reaches a cap is completed and recorded, and the episode ends
-before the next one.
+before the next one. Caps count what this `Budget` was charged: one process's
+run (a new `Budget`, such as a rerun's, starts from nothing).
 
 A cap fails closed where it cannot be kept: a token cap is reached by a step
 whose provider reported no usage (it would add 0 tokens), a dollar cap by a
