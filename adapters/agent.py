@@ -21,12 +21,12 @@ import attrs
 
 from adapters._wire import log_quote
 from adapters.accounting.budget import Budget, Reservation
-from adapters.accounting.cost import UsageTotals, step_cost
-from adapters.accounting.prices import default_prices
-from adapters.contract import ModelClient, ModelRequest, ModelResponse
+from adapters.accounting.cost import UsageTotals, step_cost, step_tokens
+from adapters.accounting.prices import PriceTable, default_prices
+from adapters.contract import ModelClient, ModelRequest, ModelResponse, Usage
 from adapters.engine.client import HttpModelClient
 from adapters.engine.server_limits import body_size_of, fit_request
-from adapters.errors import AgentBusyError, error_line
+from adapters.errors import AgentBusyError, BudgetExceeded, ModelCallError, error_line
 from adapters.registry import client_for
 from adapters.trajectories.jsonl import Recorder, StepRecord
 from osharm_core import (
@@ -40,6 +40,7 @@ from osharm_core import (
     thaw,
 )
 from osharm_core.accessibility import tree_text
+from osharm_core.budget import count_tokens
 from osharm_core.errors import AccessibilityTreeError
 from osharm_core.observation import PNG_SIGNATURE, Observation
 from osharm_core.prompts import system_prompt
@@ -127,7 +128,10 @@ class PromptAgent:
     once a cap is reached, `predict` raises `BudgetExceeded` before sending
     anything; while other agents' requests in flight may use up a run cap,
     it waits for their answers (see `Budget.reserve`). `usage_totals` is the
-    episode's usage and cost so far.
+    episode's usage and cost so far. A 2xx reply the provider may have billed
+    that gave no step (`ModelCallError.billed`, `ModelResponse.billed`) is
+    charged to both, even when the call failed: the usage its body reported,
+    or, when none could be read, an estimate (see `billed_totals`).
     """
 
     platform = _ConfigField()
@@ -372,6 +376,7 @@ class PromptAgent:
                 response = self.client.complete(pending.model_request)
             except Exception as exc:
                 self._log_failure(exc, time.perf_counter() - started)
+                self._charge_failed(pending, exc, held)
                 raise
             return self._finish(pending, response, time.perf_counter() - started, held)
         finally:
@@ -406,6 +411,7 @@ class PromptAgent:
                 response = await self.client.acomplete(pending.model_request)
             except Exception as exc:
                 self._log_failure(exc, time.perf_counter() - started)
+                self._charge_failed(pending, exc, held)
                 raise
             return self._finish(pending, response, time.perf_counter() - started, held)
         finally:
@@ -459,7 +465,7 @@ class PromptAgent:
         )
         # Accounted before the state moves on: if pricing fails, the turn is neither taken nor
         # recorded, and the error leaves the agent as it was.
-        cost, budget_note = self._account(pending.config, response, held, len(new_state))
+        cost, budget_note = self._account(pending, response, held, len(new_state))
         self._state = new_state
         self._linearized = pending.step.linearized
         self._last_request = pending.step
@@ -520,12 +526,13 @@ class PromptAgent:
 
     def _account(
         self,
-        config: AgentConfig,
+        pending: _Pending,
         response: ModelResponse,
         held: Reservation | None,
         number: int,
     ) -> tuple[float | None, str | None]:
-        """Price step `number`, add it to the episode's (and the budget's, settling `held`)
+        """Price step `number`, add it (and the earlier 2xx replies of its call that gave
+        none, `response.billed`) to the episode's (and the budget's, settling `held`)
         totals; a reached cap's note.
 
         A reply a fork or a resumed task replays from its recording (`prepaid`) was
@@ -533,22 +540,65 @@ class PromptAgent:
         and it adds nothing to the totals or to the caps. (A `replay:` model stands in for
         a model, and its recorded usage counts.)
         """
-        prices = self.budget.prices if self.budget is not None else default_prices()
-        cost = step_cost(response.usage, config.model, prices)
+        prices = self._prices()
+        cost = step_cost(response.usage, pending.config.model, prices)
         step = (
             UsageTotals() if response.prepaid is True else UsageTotals().add(response.usage, cost)
         )
+        if response.billed:
+            billed = self._billed(pending, response.billed, held, f"Step {number}", response.usage)
+            step = step + billed
+        reached = self._charge(step, held)
+        if reached is not None:
+            self.logger.warning("Step %d: %s; no further request will be sent", number, reached)
+        return cost, None if reached is None else str(reached)
+
+    def _charge(self, step: UsageTotals, held: Reservation | None) -> BudgetExceeded | None:
+        """Add `step` to the episode's and the budget's totals (settling `held`); the cap
+        now reached, if any."""
         self._usage = self._usage + step
         if self.budget is None:
-            return cost, None
+            return None
         if held is not None:
             held.settle(step)
         else:
             self.budget.charge(step)
-        reached = self.budget.exceeded(self._usage)
+        return self.budget.exceeded(self._usage)
+
+    def _charge_failed(
+        self, pending: _Pending, error: BaseException, held: Reservation | None
+    ) -> None:
+        """Charge the 2xx replies a failed call got (`ModelCallError.billed`), settling `held`."""
+        billed = error.billed if isinstance(error, ModelCallError) else ()
+        if not billed:
+            return
+        step = self._billed(pending, billed, held, f"Step {len(pending.state) + 1} failed")
+        reached = self._charge(step, held)
         if reached is not None:
-            self.logger.warning("Step %d: %s; no further request will be sent", number, reached)
-        return cost, None if reached is None else str(reached)
+            self.logger.warning("%s; no further request will be sent", reached)
+
+    def _billed(
+        self,
+        pending: _Pending,
+        billed: tuple[Usage, ...],
+        held: Reservation | None,
+        what: str,
+        answered: Usage | None = None,
+    ) -> UsageTotals:
+        """The totals of 2xx replies that gave no step, logged (see `billed_totals`)."""
+        request, prices = pending.model_request, self._prices()
+        totals = billed_totals(billed, pending.config, request, prices, held, answered)
+        self.logger.warning(
+            "%s: %d %s with HTTP 2xx gave no step but may have been billed; charged: %s",
+            what,
+            len(billed),
+            "reply" if len(billed) == 1 else "replies",
+            totals.describe(),
+        )
+        return totals
+
+    def _prices(self) -> PriceTable:
+        return self.budget.prices if self.budget is not None else default_prices()
 
     def _budget_for_next(self) -> Budget | None:
         """The budget the next call takes a place under: none when the client answers it from
@@ -561,6 +611,53 @@ class PromptAgent:
             latency,
             error_line(exc),
         )
+
+
+def billed_totals(
+    billed: tuple[Usage, ...],
+    config: AgentConfig,
+    request: ModelRequest,
+    prices: PriceTable,
+    held: Reservation | None = None,
+    answered: Usage | None = None,
+) -> UsageTotals:
+    """What the 2xx replies of one call that gave no step are charged (`ModelCallError.billed`):
+    each one's reported usage at its price; one whose usage could not be read, an estimate
+    that leans high, the largest of: the request's own (its input tokens counted locally,
+    cl100k and the images' rules, plus all of `max_tokens` as output), the largest step
+    charged in the run (what `held` holds), and what the call's other replies reported
+    (`answered`: its final reply's usage). Its cost is unknown when the model has no price.
+
+    >>> from osharm_core import Message, TextPart
+    >>> config = AgentConfig(model="claude-sonnet-4-5", max_tokens=100)
+    >>> request = ModelRequest.from_config(config, (Message("user", (TextPart("hi"),)),))
+    >>> billed = (Usage(input_tokens=900, output_tokens=20), Usage())
+    >>> totals = billed_totals(billed, config, request, default_prices(), answered=Usage(
+    ...     input_tokens=1000, output_tokens=50))
+    >>> totals.steps, totals.failed_steps, totals.estimated_steps, totals.tokens
+    (2, 2, 1, 1970)
+    """
+    totals = UsageTotals()
+    unread = 0
+    known = [u for u in (*billed, answered) if u is not None and step_tokens(u) is not None]
+    for usage in billed:
+        if step_tokens(usage) is None:
+            unread += 1
+        else:
+            totals = totals.add(usage, step_cost(usage, config.model, prices), failed=True)
+    if not unread:
+        return totals
+    sent = count_tokens(request.messages, config.model)
+    guesses = [Usage(input_tokens=sent, output_tokens=config.max_tokens), *known]
+    tokens = max(step_tokens(u) or 0 for u in guesses)
+    costs = [step_cost(u, config.model, prices) for u in guesses]
+    cost = None if costs[0] is None else max(c for c in costs if c is not None)
+    if held is not None:
+        tokens = max(tokens, held.tokens)
+        cost = None if cost is None else max(cost, held.cost_usd)
+    for _ in range(unread):
+        totals = totals.add_estimate(tokens, cost)
+    return totals
 
 
 #: The agent's log message for a failed model call (a caller that reports the failure itself,

@@ -114,12 +114,16 @@ class ModelResponse:
     the coordinate frame it was written in, or `"unscaled"` (screen pixels),
     which the agent reads it in whatever frame its own request had; `None` (a
     live reply, a script that states no frame) reads it in the request's frame.
+    `billed` holds the earlier tries of the call that came with a 2xx status but
+    gave no reply (a body cut off and retried, an error sent as HTTP 200): each
+    one's `Usage` as far as its body reported it (see `ModelCallError.billed`).
     """
 
     text: str
     usage: Usage = Usage()
     model: str
     tries: int = 1
+    billed: tuple[Usage, ...] = ()
     raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     context_fallback: bool = False
     continuation: Continuation | None = None
@@ -170,6 +174,17 @@ class ProviderReply:
     continuation: Continuation | None = None
     finish_reason: str | None = None
     refusal: str | None = None
+
+
+@runtime_checkable
+class ReadsUsage(Protocol):
+    """A provider that reads a 2xx body's token usage apart from decoding it, so a reply it
+    cannot decode is still charged what the body reported (every shipped provider does;
+    another provider's undecodable replies are charged an estimate)."""
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts a 2xx JSON `body` reports (`Usage()` when it reports none); never raises."""
+        ...
 
 
 class Provider(Protocol):

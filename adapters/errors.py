@@ -48,7 +48,7 @@ cross process boundaries, and never hold an API key.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osharm_core.errors import (
     AccessibilityTreeError,
@@ -61,6 +61,9 @@ from osharm_core.errors import (
     ScreenshotError,
     StateError,
 )
+
+if TYPE_CHECKING:
+    from adapters.contract import Usage
 
 
 def _rebuild(cls: type[Exception], message: str, state: dict[str, Any]) -> Exception:
@@ -82,9 +85,16 @@ class ModelCallError(_Picklable):
 
     Never holds an API key: messages are built from the provider's error body
     only, and the client redacts any secret the server echoes back.
+
+    `billed` holds the replies of the call that came with a 2xx status (so the
+    provider may have billed them) and still gave no response: one that could
+    not be decoded, a body cut off or too large, an error sent as HTTP 200.
+    Each is the `Usage` its JSON body reported, `Usage()` when none could be
+    read; a `PromptAgent` charges them to its totals and budget.
     """
 
     retryable: bool = False
+    billed: tuple[Usage, ...] = ()
 
     def __init__(
         self,

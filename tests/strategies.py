@@ -852,6 +852,19 @@ hostile_token_counts = st.integers() | st.sampled_from(
 )
 
 
+def usage_blocks() -> st.SearchStrategy[dict[str, object]]:
+    """Five values a reply's usage block may hold in its count fields (`a` to `e`): counts in
+    and out of range, none, floats, booleans, strings."""
+    value = (
+        st.none()
+        | hostile_token_counts
+        | st.floats(allow_nan=False)
+        | st.booleans()
+        | st.text(max_size=5)
+    )
+    return st.fixed_dictionaries(dict.fromkeys("abcde", value))
+
+
 def hostile_usages() -> st.SearchStrategy[object]:
     """`adapters.contract.Usage` values whose counts may be any integer at all (or None)."""
     return _usages(st.none() | hostile_token_counts)

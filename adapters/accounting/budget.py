@@ -4,13 +4,20 @@ A `Budget` is one run's accounting (an edge object: it holds the run's
 totals): every agent of the run shares it. The agent reserves a place with
 it before each request (`reserve`, `areserve`) and settles the reservation
 with the step's usage after the response (or releases it when the call
-failed); once a cap is reached no further request is sent
-(`BudgetExceeded`). Caps are checked against what was charged, since a
-request's cost is known only once it is answered, so the step that reaches a
-cap is completed and recorded, and the episode ends before the next one.
-Steps whose provider reported no usage add 0 tokens. A dollar cap cannot be
-kept for a step whose cost is unknown (no price for the model), so such a
-step reaches it.
+failed and nothing it got may have been billed); once a cap is reached no
+further request is sent (`BudgetExceeded`). Caps are checked against what was
+charged, since a request's cost is known only once it is answered, so the
+step that reaches a cap is completed and recorded, and the episode ends
+before the next one. Caps count what this `Budget` was charged: one process's
+run (a new `Budget`, such as a rerun's, starts from nothing).
+
+A cap fails closed where it cannot be kept: a token cap is reached by a step
+whose provider reported no usage (it would add 0 tokens), a dollar cap by a
+step whose cost is unknown (no price for the model, or no usage). A reply
+that came with a 2xx status but gave no step (it could not be decoded, its
+body was cut off) may have been billed, so it is charged too: the usage its
+body reported, or, when none could be read, an estimate that leans high (see
+`adapters.agent.billed_totals`).
 
 Requests in flight count against the run caps: each holds an estimate, the
 largest step (tokens and dollars) charged so far in the run, and a request
@@ -22,7 +29,8 @@ waits (its own request is answered before it asks again). The bound that
 remains: a run cap is passed by at most one step, as for a single agent,
 plus, for each other request in flight at that moment, how much its step
 came out larger than the largest charged before it (a trajectory's history
-grows its later steps).
+grows its later steps), and, for each reply charged an estimate, how much it
+came out larger than its estimate.
 """
 
 from __future__ import annotations
@@ -53,8 +61,14 @@ def _cap(value: float | None, name: str, *, integer: bool) -> float | None:
 def _reached(
     totals: UsageTotals, max_tokens: float | None, max_cost: float | None, scope: str
 ) -> str | None:
-    if max_tokens is not None and totals.tokens >= max_tokens:
-        return f"{totals.tokens} tokens used, cap {int(max_tokens)}"
+    if max_tokens is not None:
+        if totals.tokens >= max_tokens:
+            return f"{totals.tokens} tokens used, cap {int(max_tokens)}"
+        if totals.unreported_steps:
+            return (
+                f"usage not reported for a step, so the {scope} token cap {int(max_tokens)} "
+                "cannot be kept"
+            )
     if max_cost is not None:
         if totals.unpriced_steps:
             return (
@@ -112,6 +126,11 @@ class Budget:
         return self.max_episode_cost is not None or self.max_run_cost is not None
 
     @property
+    def largest_step(self) -> tuple[int, float]:
+        """The largest step charged so far (tokens, known dollars): what a request holds."""
+        return self._largest
+
+    @property
     def in_flight(self) -> int:
         """How many reserved requests are not answered yet (counted only under a run cap)."""
         return self._in_flight
@@ -123,6 +142,17 @@ class Budget:
         """
         with self._lock:
             self._add(totals)
+            self._wake()
+
+    def carry_over(self, spent: UsageTotals, largest_step: tuple[int, float]) -> None:
+        """Count what another budget was charged (its `run_totals` and `largest_step`) as
+        charged here: Ray's `BudgetActor` starts from the driver's budget this way."""
+        with self._lock:
+            self._run = self._run + spent
+            self._largest = (
+                max(self._largest[0], largest_step[0]),
+                max(self._largest[1], largest_step[1]),
+            )
             self._wake()
 
     def reserve(self, episode: UsageTotals) -> Reservation:
@@ -169,7 +199,8 @@ class Budget:
         if error is not None:
             raise error
         if self.max_run_tokens is None and self.max_run_cost is None:
-            return Reservation(self, counted=False)
+            tokens, cost = self._largest
+            return Reservation(self, tokens=tokens, cost_usd=cost, counted=False)
         if self._in_flight and not self._room():
             return None
         return self._take()
@@ -244,7 +275,11 @@ class Budget:
 
 class Reservation:
     """One request's place in a `Budget`: `settle` it with the step's totals once answered,
-    or `release` it when the call failed (each only once; `release` after `settle` does nothing)."""
+    or `release` it when the call failed (each only once; `release` after `settle` does nothing).
+
+    `tokens` and `cost_usd` are the estimate it holds: the largest step charged in the run
+    when it was reserved (held against the run caps only when `counted`).
+    """
 
     __slots__ = ("_budget", "_open", "cost_usd", "counted", "tokens")
 

@@ -74,6 +74,13 @@ class UsageTotals:
     (they add 0 tokens); `unpriced_steps` steps whose cost is unknown.
     `cost_usd` is the sum of the known costs, or `None` when any step's cost
     is unknown (`known_cost_usd` is then a lower bound).
+
+    `failed_steps` counts the replies charged that gave no step: a 2xx reply
+    the provider may have billed but that could not be decoded, was cut off,
+    or was an error (`ModelCallError.billed`, `ModelResponse.billed`); they
+    are among `steps`. `estimated_steps` counts those whose usage could not be
+    read, charged an estimate instead (`add_estimate`): their tokens are in
+    `tokens` and their cost in `known_cost_usd`, not in the per-kind sums.
     """
 
     steps: int = 0
@@ -85,16 +92,20 @@ class UsageTotals:
     known_cost_usd: float = 0.0
     unreported_steps: int = 0
     unpriced_steps: int = 0
+    failed_steps: int = 0
+    estimated_steps: int = 0
 
     @property
     def cost_usd(self) -> float | None:
         """The total cost in USD when every step's cost is known, else `None`."""
         return None if self.unpriced_steps else self.known_cost_usd
 
-    def add(self, usage: Usage, cost_usd: float | None) -> UsageTotals:
-        """These totals plus one step's `usage` and cost (`None`: unknown)."""
+    def add(self, usage: Usage, cost_usd: float | None, *, failed: bool = False) -> UsageTotals:
+        """These totals plus one step's `usage` and cost (`None`: unknown); `failed`: a reply
+        charged that gave no step."""
         tokens = step_tokens(usage)
-        return UsageTotals(
+        return attrs.evolve(
+            self,
             steps=self.steps + 1,
             tokens=self.tokens + (tokens or 0),
             input_tokens=self.input_tokens + (plausible_count(usage.input_tokens) or 0),
@@ -105,6 +116,24 @@ class UsageTotals:
             known_cost_usd=self.known_cost_usd + (cost_usd or 0.0),
             unreported_steps=self.unreported_steps + (tokens is None),
             unpriced_steps=self.unpriced_steps + (cost_usd is None),
+            failed_steps=self.failed_steps + failed,
+        )
+
+    def add_estimate(self, tokens: int, cost_usd: float | None) -> UsageTotals:
+        """These totals plus a reply the provider may have billed whose usage could not be
+        read (it gave no step), charged an estimate: `tokens`, and `cost_usd` (`None`: unknown).
+
+        >>> UsageTotals().add_estimate(1200, 0.01).describe()
+        'tokens 1200 (in 0, cached 0, out 0, reasoning 0); 1 failed reply charged, 1 as an estimate; cost $0.0100'
+        """
+        return attrs.evolve(
+            self,
+            steps=self.steps + 1,
+            tokens=self.tokens + tokens,
+            known_cost_usd=self.known_cost_usd + (cost_usd or 0.0),
+            unpriced_steps=self.unpriced_steps + (cost_usd is None),
+            failed_steps=self.failed_steps + 1,
+            estimated_steps=self.estimated_steps + 1,
         )
 
     def __add__(self, other: UsageTotals) -> UsageTotals:
@@ -126,6 +155,10 @@ class UsageTotals:
         ]
         if self.unreported_steps:
             parts.append(f"{self.unreported_steps} step(s) without usage")
+        if self.failed_steps:
+            failed = "reply" if self.failed_steps == 1 else "replies"
+            estimated = f", {self.estimated_steps} as an estimate" * bool(self.estimated_steps)
+            parts.append(f"{self.failed_steps} failed {failed} charged{estimated}")
         if self.unpriced_steps == 0:
             parts.append(f"cost ${self.known_cost_usd:.4f}")
         elif self.unpriced_steps < self.steps:

@@ -20,8 +20,18 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--max-episode-tokens", type=int, metavar="N", help="token cap per episode")
     group.add_argument("--max-episode-cost", type=float, metavar="USD", help="USD cap per episode")
-    group.add_argument("--max-run-tokens", type=int, metavar="N", help="token cap for the run")
-    group.add_argument("--max-run-cost", type=float, metavar="USD", help="USD cap for the run")
+    group.add_argument(
+        "--max-run-tokens",
+        type=int,
+        metavar="N",
+        help="token cap for this invocation's run (what earlier runs spent is not counted)",
+    )
+    group.add_argument(
+        "--max-run-cost",
+        type=float,
+        metavar="USD",
+        help="USD cap for this invocation's run (what earlier runs spent is not counted)",
+    )
     group.add_argument(
         "--prices",
         metavar="JSON",

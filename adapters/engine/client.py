@@ -24,13 +24,14 @@ server sends back before it is decoded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self
@@ -40,7 +41,15 @@ import httpx
 import stamina
 
 from adapters._wire import log_quote, redact, request_id_from, secret_values
-from adapters.contract import HttpCall, ModelRequest, ModelResponse, Provider, ProviderReply
+from adapters.contract import (
+    HttpCall,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ProviderReply,
+    ReadsUsage,
+    Usage,
+)
 from adapters.engine.body import (
     ACCEPT_ENCODING,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -92,11 +101,21 @@ class Answer:
 
 
 @attrs.frozen
+class Cut:
+    """A reply whose status and headers came but whose body was cut off in transit."""
+
+    status: int
+    error: httpx.RequestError
+
+
+@attrs.frozen
 class Delivered:
-    """A decoded reply handed back to the flow, with the number of HTTP tries so far."""
+    """A decoded reply handed back to the flow, with the number of HTTP tries so far and the
+    earlier 2xx replies that gave none (see `ModelCallError.billed`)."""
 
     reply: ProviderReply
     tries: int
+    billed: tuple[Usage, ...] = ()
 
 
 def shortened(request: ModelRequest) -> ModelRequest | None:
@@ -140,6 +159,7 @@ def _response(done: Delivered, *, fallback: bool) -> ModelResponse:
         usage=reply.usage,
         model=reply.model,
         tries=done.tries,
+        billed=done.billed,
         raw=reply.raw,
         context_fallback=fallback,
         continuation=reply.continuation,
@@ -155,6 +175,38 @@ def _scrub(error: ModelCallError, secrets: tuple[str, ...]) -> ModelCallError:
     return error
 
 
+_UNREADABLE: Final = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    ArithmeticError,
+    RecursionError,
+)
+
+
+def reported_usage(provider: object, body: Any) -> Usage:
+    """The token usage a 2xx JSON `body` reports, read by the provider apart from decoding it
+    (`ReadsUsage`); `Usage()` when there is no body, the provider cannot read usage on its
+    own, or its reading fails."""
+    if body is None or not isinstance(provider, ReadsUsage):
+        return Usage()
+    try:
+        usage = provider.usage(body)
+    except _UNREADABLE:
+        return Usage()
+    return usage if isinstance(usage, Usage) else Usage()
+
+
+def billed_unread(error: ModelCallError, status: int) -> ModelCallError:
+    """`error`, marked as billed with no usage read when it came with a 2xx `status` (a body
+    cut off, too large, or past the deadline) and is not marked yet."""
+    if 200 <= status < 300 and not error.billed:
+        error.billed = (Usage(),)
+    return error
+
+
 def interpret(
     provider: Provider,
     pending: PendingCall,
@@ -167,7 +219,9 @@ def interpret(
     """One HTTP reply as a decoded `ProviderReply`, or raise the typed error it means.
 
     A 2xx reply that is not JSON, or that the provider cannot read, is a
-    `ResponseDecodeError`; a redirect is a `RedirectError`. Other statuses go
+    `ResponseDecodeError`; any error from a 2xx reply carries in `billed` the
+    usage its body reported (`reported_usage`), since the provider may have
+    billed it. A redirect is a `RedirectError`. Other statuses go
     to the provider's `error()`; the request id, status and `Retry-After` (an
     HTTP date measured from `now`, default the current time) are filled in
     where it left them out. Any key of the request that the server echoes
@@ -189,27 +243,21 @@ def interpret(
         )
         raise _completed(redirect, pending, status, headers)
     if 200 <= status < 300:
+        failed: ModelCallError
         try:
             if not parsed:
                 raise ResponseDecodeError(
                     "reply body is not JSON", provider=provider.name, status=status
                 )
             return provider.decode(pending.request, body)
-        except ModelCallError as failed:
-            raise _completed(failed, pending, status, headers) from None
-        except (
-            KeyError,
-            IndexError,
-            TypeError,
-            ValueError,
-            AttributeError,
-            ArithmeticError,
-            RecursionError,
-        ) as exc:
-            unreadable = ResponseDecodeError(
+        except ModelCallError as exc:
+            failed = exc
+        except _UNREADABLE as exc:
+            failed = ResponseDecodeError(
                 f"unexpected reply shape ({type(exc).__name__}: {exc})", provider=provider.name
             )
-            raise _completed(unreadable, pending, status, headers) from None
+        failed.billed = (reported_usage(provider, body),)
+        raise _completed(failed, pending, status, headers)
     text = redact(content.decode("utf-8", errors="replace"), secrets)
     error = provider.error(status, headers, body, text)
     error = server_limit_error(status, text, error) or error
@@ -288,6 +336,7 @@ class _Run:
         self.provider = provider
         self.policy = policy
         self.tries = 0
+        self.billed: list[Usage] = []
         self._started = 0.0
         self.deadline = None if policy.timeout is None else time.monotonic() + policy.timeout
         self._flow = call_flow(provider, request)
@@ -321,12 +370,24 @@ class _Run:
         self._started = time.perf_counter()
         return self.pending
 
-    def receive(self, outcome: Answer | httpx.RequestError) -> ProviderReply:
+    @contextlib.contextmanager
+    def trying(self) -> Iterator[None]:
+        """Around one try: note the replies a failed try may have been billed for."""
+        try:
+            yield
+        except ModelCallError as error:
+            self.billed.extend(error.billed)
+            raise
+
+    def receive(self, outcome: Answer | Cut | httpx.RequestError) -> ProviderReply:
         """The decoded reply of one try, or raise its typed error (never chained to httpx's)."""
         assert self.pending is not None
         name = self.provider.name
-        if isinstance(outcome, httpx.RequestError):
-            error = transport_error(name, outcome, secret_values(self.pending.call.headers))
+        if isinstance(outcome, Cut | httpx.RequestError):
+            cause = outcome.error if isinstance(outcome, Cut) else outcome
+            error = transport_error(name, cause, secret_values(self.pending.call.headers))
+            if isinstance(outcome, Cut):
+                billed_unread(error, outcome.status)
             logger.debug("%s try %d failed: %s", name, self.tries, error.message)
             raise error
         if logger.isEnabledFor(logging.DEBUG):
@@ -341,6 +402,7 @@ class _Run:
         try:
             if isinstance(outcome, ModelCallError):
                 outcome.tries = self.tries
+                outcome.billed = tuple(self.billed)
                 self.pending = self._flow.throw(outcome)
                 if self.pending.fallback:
                     logger.warning(
@@ -350,7 +412,7 @@ class _Run:
                         log_quote(outcome.message),
                     )
             else:
-                self.pending = self._flow.send(Delivered(outcome, self.tries))
+                self.pending = self._flow.send(Delivered(outcome, self.tries, tuple(self.billed)))
         except StopIteration as stop:
             self.pending = None
             self.response = stop.value
@@ -484,7 +546,7 @@ class HttpModelClient:
         while run.pending is not None:
             try:
                 for attempt in stamina.retry_context(**run.retrying()):
-                    with attempt:
+                    with attempt, run.trying():
                         self._turn(run, time.sleep)
                         reply = self._received(run, self._send(client, run))
             except ModelCallError as error:
@@ -500,7 +562,7 @@ class HttpModelClient:
         while run.pending is not None:
             try:
                 async for attempt in stamina.retry_context(**run.retrying()):
-                    with attempt:
+                    with attempt, run.trying():
                         if self.limiter is not None:
                             await self._aturn(run)
                         reply = self._received(run, await self._asend(client, run))
@@ -536,7 +598,7 @@ class HttpModelClient:
         for wait in self._waits(run):
             await asyncio.sleep(wait)
 
-    def _received(self, run: _Run, outcome: Answer | httpx.RequestError) -> ProviderReply:
+    def _received(self, run: _Run, outcome: Answer | Cut | httpx.RequestError) -> ProviderReply:
         """`run.receive(outcome)`, telling the limiter (when there is one) what the reply said."""
         if self.limiter is None or not isinstance(outcome, Answer):
             return run.receive(outcome)
@@ -602,8 +664,10 @@ class HttpModelClient:
         return reader, ready
 
     def _unread(self, run: _Run, response: httpx.Response, error: ModelCallError) -> ModelCallError:
-        """A body-reading failure with the reply's status, request id and model filled in."""
+        """A body-reading failure with the reply's status, request id and model filled in (and,
+        for a 2xx reply, marked as billed)."""
         assert run.pending is not None
+        billed_unread(error, response.status_code)
         return _completed(error, run.pending, response.status_code, response.headers)
 
     def _late(self, run: _Run, response: httpx.Response | None) -> ModelCallError:
@@ -616,7 +680,7 @@ class HttpModelClient:
         )
         return error if response is None else self._unread(run, response, error)
 
-    def _send(self, client: httpx.Client, run: _Run) -> Answer | httpx.RequestError:
+    def _send(self, client: httpx.Client, run: _Run) -> Answer | Cut | httpx.RequestError:
         # Every read of the connection ends by the deadline: from its first byte when this
         # request opens it (the trace), else from the reply's headers on (`bound_reads`).
         with reading_until(run.deadline):
@@ -637,13 +701,15 @@ class HttpModelClient:
             except httpx.RequestError as exc:
                 if run.expired():
                     raise self._late(run, response) from None
-                return exc
+                return Cut(response.status_code, exc)
             except ModelCallError as error:
                 raise self._unread(run, response, error) from None
             finally:
                 response.close()
 
-    async def _asend(self, client: httpx.AsyncClient, run: _Run) -> Answer | httpx.RequestError:
+    async def _asend(
+        self, client: httpx.AsyncClient, run: _Run
+    ) -> Answer | Cut | httpx.RequestError:
         response: httpx.Response | None = None
         # The whole try, headers and body, is cancelled at the deadline.
         scope = within(run.remaining())
@@ -661,7 +727,7 @@ class HttpModelClient:
         except httpx.RequestError as exc:
             if run.expired():
                 raise self._late(run, response) from None
-            return exc
+            return exc if response is None else Cut(response.status_code, exc)
         except TimeoutError:
             if not scope.fired:
                 raise

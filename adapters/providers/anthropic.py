@@ -233,16 +233,19 @@ class AnthropicProvider:
         ]
         reason = body.get("stop_reason")
         reason = reason if isinstance(reason, str) and reason else None
-        usage = body.get("usage")
         model = body.get("model")
         return ProviderReply(
             text="".join(texts),
-            usage=messages_usage(usage),
+            usage=self.usage(body),
             model=model if isinstance(model, str) else request.model,
             raw=body,
             finish_reason=reason,
             refusal=reason if reason == "refusal" else None,
         )
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts of a reply body (see `body_usage`), decodable or not."""
+        return body_usage(body)
 
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str
@@ -277,6 +280,11 @@ class AnthropicProvider:
                 described, retry_after=retry_after_seconds(headers), status=status, **where
             )
         return error_for_status(status, described, **where)
+
+
+def body_usage(body: object) -> Usage:
+    """The normalised `usage` of a Messages API reply body (see `messages_usage`)."""
+    return messages_usage(body.get("usage") if isinstance(body, Mapping) else None)
 
 
 def messages_usage(usage: object) -> Usage:

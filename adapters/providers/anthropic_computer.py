@@ -40,7 +40,7 @@ import attrs
 from PIL import Image, UnidentifiedImageError
 
 from adapters._wire import native_record
-from adapters.contract import HttpCall, ModelRequest, ProviderReply
+from adapters.contract import HttpCall, ModelRequest, ProviderReply, Usage
 from adapters.errors import (
     ConfigurationError,
     ModelCallError,
@@ -53,10 +53,10 @@ from adapters.providers.anthropic import (
     AnthropicProvider,
     Sampling,
     _version,
+    body_usage,
     client_factory,
     media_type,
     messages_call,
-    messages_usage,
     render_messages,
 )
 from adapters.providers.computer_use import (
@@ -400,7 +400,7 @@ class AnthropicComputerProvider:
         model = body.get("model")
         return ProviderReply(
             text=text,
-            usage=messages_usage(body.get("usage")),
+            usage=self.usage(body),
             model=model if isinstance(model, str) else request.model,
             raw=body,
             continuation=continuation,
@@ -434,6 +434,10 @@ class AnthropicComputerProvider:
             raise ResponseDecodeError(
                 f"cannot convert computer tool_use: {exc}", provider=self.name, model=request.model
             ) from exc
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts of a reply body, as for the plain Messages API."""
+        return body_usage(body)
 
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str

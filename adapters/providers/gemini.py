@@ -149,6 +149,27 @@ def _left_out_candidates(usage: Mapping[str, Any], thoughts: int | None) -> int 
     return 0
 
 
+def metadata_usage(body: object) -> Usage:
+    """The token counts of a `generateContent` reply's `usageMetadata`.
+
+    `promptTokenCount` already includes `cachedContentTokenCount`; thoughts are output.
+    """
+    usage = body.get("usageMetadata") if isinstance(body, Mapping) else None
+    candidates_tokens = token_count(usage, "candidatesTokenCount")
+    thoughts = token_count(usage, "thoughtsTokenCount")
+    if isinstance(usage, Mapping) and "candidatesTokenCount" not in usage:
+        candidates_tokens = _left_out_candidates(usage, thoughts)
+    return Usage(
+        input_tokens=token_count(usage, "promptTokenCount"),
+        output_tokens=None
+        if candidates_tokens is None
+        else plausible_count(candidates_tokens + (thoughts or 0)),
+        total_tokens=token_count(usage, "totalTokenCount"),
+        cached_input_tokens=token_count(usage, "cachedContentTokenCount"),
+        reasoning_tokens=thoughts,
+    )
+
+
 @attrs.frozen(kw_only=True)
 class GeminiProvider:
     """Gemini over `generateContent`. Pure: the engine in `adapters.engine.client` does the I/O.
@@ -230,29 +251,19 @@ class GeminiProvider:
         *,
         refusal: str | None,
     ) -> ProviderReply:
-        usage = body.get("usageMetadata")
-        candidates_tokens = token_count(usage, "candidatesTokenCount")
-        thoughts = token_count(usage, "thoughtsTokenCount")
-        if isinstance(usage, Mapping) and "candidatesTokenCount" not in usage:
-            candidates_tokens = _left_out_candidates(usage, thoughts)
         version = body.get("modelVersion")
-        # promptTokenCount already includes cachedContentTokenCount; thoughts are output.
         return ProviderReply(
             text=text,
-            usage=Usage(
-                input_tokens=token_count(usage, "promptTokenCount"),
-                output_tokens=None
-                if candidates_tokens is None
-                else plausible_count(candidates_tokens + (thoughts or 0)),
-                total_tokens=token_count(usage, "totalTokenCount"),
-                cached_input_tokens=token_count(usage, "cachedContentTokenCount"),
-                reasoning_tokens=thoughts,
-            ),
+            usage=self.usage(body),
             model=version if isinstance(version, str) else request.model,
             raw=body,
             finish_reason=reason,
             refusal=refusal,
         )
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts of a reply body (see `metadata_usage`), decodable or not."""
+        return metadata_usage(body)
 
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str

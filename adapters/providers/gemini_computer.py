@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from adapters._wire import native_record
-from adapters.contract import HttpCall, ModelRequest, ProviderReply
+from adapters.contract import HttpCall, ModelRequest, ProviderReply, Usage
 from adapters.errors import (
     ConfigurationError,
     ModelCallError,
@@ -63,7 +63,7 @@ from adapters.providers.computer_use import (
     reply_text,
     wheel_clicks,
 )
-from adapters.providers.gemini import GeminiProvider, client_factory
+from adapters.providers.gemini import GeminiProvider, client_factory, metadata_usage
 from adapters.providers.native import (
     DEFAULT_DISPLAY,
     answer_screenshot,
@@ -514,6 +514,10 @@ class GeminiComputerProvider:
                 provider=self.name,
                 model=request.model,
             ) from exc
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts of a reply body, as for the plain `generateContent`."""
+        return metadata_usage(body)
 
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str

@@ -114,14 +114,14 @@ def _content_text(content: object) -> str | None:
     return None
 
 
-def chat_usage(body: Mapping[str, Any]) -> Usage:
+def chat_usage(body: object) -> Usage:
     """Token counts from a Chat Completions reply's `usage` (missing ones are `None`).
 
     `prompt_tokens` already counts the cached part
     (`prompt_tokens_details.cached_tokens`) and `completion_tokens` the
     reasoning part (`completion_tokens_details.reasoning_tokens`).
     """
-    usage = body.get("usage")
+    usage = body.get("usage") if isinstance(body, Mapping) else None
     return Usage(
         input_tokens=token_count(usage, "prompt_tokens"),
         output_tokens=token_count(usage, "completion_tokens"),
@@ -255,6 +255,10 @@ class ChatCompletionsReplies:
     def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
         """The text of `choices[0]`, the usage and the answering model (see `decode_chat`)."""
         return decode_chat(self.name, request, body)
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts of a reply body (see `chat_usage`), decodable or not."""
+        return chat_usage(body)
 
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str

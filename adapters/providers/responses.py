@@ -431,17 +431,10 @@ class ResponsesProvider:
             if response_id is not None
             else None
         )
-        usage = body.get("usage")
         model = body.get("model")
         return ProviderReply(
             text=text,
-            usage=Usage(
-                input_tokens=token_count(usage, "input_tokens"),
-                output_tokens=token_count(usage, "output_tokens"),
-                total_tokens=token_count(usage, "total_tokens"),
-                cached_input_tokens=detail_count(usage, "input_tokens_details", "cached_tokens"),
-                reasoning_tokens=detail_count(usage, "output_tokens_details", "reasoning_tokens"),
-            ),
+            usage=self.usage(body),
             model=model if isinstance(model, str) else request.model,
             raw=body,
             continuation=continuation,
@@ -486,6 +479,17 @@ class ResponsesProvider:
             raise ResponseDecodeError(
                 f"cannot convert computer_call: {exc}", provider=self.name, model=request.model
             ) from exc
+
+    def usage(self, body: Any) -> Usage:
+        """The token counts of a reply body's `usage`, decodable or not."""
+        usage = body.get("usage") if isinstance(body, Mapping) else None
+        return Usage(
+            input_tokens=token_count(usage, "input_tokens"),
+            output_tokens=token_count(usage, "output_tokens"),
+            total_tokens=token_count(usage, "total_tokens"),
+            cached_input_tokens=detail_count(usage, "input_tokens_details", "cached_tokens"),
+            reasoning_tokens=detail_count(usage, "output_tokens_details", "reasoning_tokens"),
+        )
 
     def error(
         self, status: int, headers: Mapping[str, str], body: Any, text: str

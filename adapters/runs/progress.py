@@ -84,7 +84,8 @@ class RunSummary:
         )
 
     def _reported(self, count: int) -> int | None:
-        return count if self.usage.steps > self.usage.unreported_steps else None
+        usage = self.usage
+        return count if usage.steps > usage.unreported_steps + usage.estimated_steps else None
 
     @property
     def input_tokens(self) -> int | None:
@@ -98,8 +99,10 @@ class RunSummary:
 
     @property
     def total_tokens(self) -> int | None:
-        """Input plus output tokens over the run (`None` when no reply reported usage)."""
-        return self._reported(self.usage.tokens)
+        """Input plus output tokens over the run, estimates of replies billed but not used
+        included (`None` when no reply reported usage and none was estimated)."""
+        usage = self.usage
+        return usage.tokens if usage.steps > usage.unreported_steps else None
 
     @property
     def cost(self) -> float | None:

@@ -220,16 +220,26 @@ class BudgetActor:
 
     Each actor's `RayBudget` reserves a place here before each request and settles or
     releases it after; the places of an episode whose actor died are given back by the driver.
+    It starts from what the driver's budget was already charged (`spent`, with its
+    `largest_step`), as that budget would go on counting in one process.
     """
 
-    def __init__(self, max_run_tokens: int | None, max_run_cost: float | None) -> None:
+    def __init__(
+        self,
+        max_run_tokens: int | None,
+        max_run_cost: float | None,
+        spent: UsageTotals | None = None,
+        largest_step: tuple[int, float] = (0, 0.0),
+    ) -> None:
         self.budget = Budget(max_run_tokens=max_run_tokens, max_run_cost=max_run_cost)
+        self.budget.carry_over(spent or UsageTotals(), largest_step)
         self.held: dict[int, tuple[str, Reservation]] = {}
         self.taken = 0
         self.ended: set[str] = set()
 
-    async def reserve(self, owner: str) -> int | tuple[str, int, float | None]:
-        """A place's number, or what `BudgetExceeded` says (reason, tokens, cost) when none is left."""
+    async def reserve(self, owner: str) -> tuple[int, int, float] | tuple[str, int, float | None]:
+        """A place's number with the estimate it holds (tokens, dollars), or what
+        `BudgetExceeded` says (reason, tokens, cost) when none is left."""
         try:
             reservation = await self.budget.areserve(UsageTotals())
         except BudgetExceeded as exc:
@@ -239,7 +249,7 @@ class BudgetActor:
             return "the episode has ended", 0, None
         self.taken += 1
         self.held[self.taken] = (owner, reservation)
-        return self.taken
+        return self.taken, reservation.tokens, reservation.cost_usd
 
     def settle(self, number: int, step: UsageTotals | None) -> None:
         """Charge an answered step in place of its estimate (`None`: give the place back)."""
@@ -285,12 +295,14 @@ class RayBudget(Budget):
             answer = await self.holder.reserve.remote(self.owner)
         return self._placed(answer)
 
-    def _placed(self, answer: int | tuple[str, int, float | None]) -> Reservation:
-        if isinstance(answer, tuple):
-            reason, tokens, cost = answer
-            raise BudgetExceeded(reason, scope="run", tokens=tokens, cost_usd=cost)
-        reservation = Reservation(self)
-        self._numbers[id(reservation)] = answer
+    def _placed(
+        self, answer: tuple[int, int, float] | tuple[str, int, float | None]
+    ) -> Reservation:
+        place, tokens, cost = answer
+        if isinstance(place, str):
+            raise BudgetExceeded(place, scope="run", tokens=tokens, cost_usd=cost)
+        reservation = Reservation(self, tokens=tokens, cost_usd=cost or 0.0)
+        self._numbers[id(reservation)] = place
         return reservation
 
     def _end(self, reservation: Reservation, step: UsageTotals | None) -> None:
@@ -524,9 +536,10 @@ def run_task_list_on_ray(
     episode keeps its caps in its actor (with the budget's prices); the run's
     caps are kept per request for the whole cluster by one `BudgetActor` (each
     request holds a place as `Budget.reserve` gives one; a dead actor's places
-    are given back), the driver adds each ended episode's usage to `budget`'s
-    totals and stops handing out tasks once a run cap is reached (those are
-    `stopped`).
+    are given back; it starts from what `budget` was already charged, as
+    `arun_task_list` would count on), the driver adds each ended episode's usage to
+    `budget`'s totals and stops handing out tasks once a run cap is reached (those
+    are `stopped`).
 
     Each actor asks Ray for `cpus_per_actor` CPUs (default 1; an episode
     that mostly waits on a remote model and VM needs far less, e.g. 0.25).
@@ -586,7 +599,7 @@ def run_task_list_on_ray(
         run_caps = None
         if budget is not None and (budget.max_run_tokens, budget.max_run_cost) != (None, None):
             run_caps = ray.remote(num_cpus=0)(BudgetActor).remote(
-                budget.max_run_tokens, budget.max_run_cost
+                budget.max_run_tokens, budget.max_run_cost, budget.run_totals, budget.largest_step
             )
             spawned.append(run_caps)
         worker = ray.remote(num_cpus=share)(EpisodeActor)

@@ -457,6 +457,19 @@ def test_step_tokens() -> None:
     assert step_tokens(Usage(total_tokens=-3)) is None
 
 
+def test_failed_and_estimated_replies_are_counted_apart() -> None:
+    """A reply that gave no step counts among the steps, and says so; an estimated one adds
+    tokens and cost, not per-kind counts."""
+    read = UsageTotals().add(Usage(input_tokens=100, output_tokens=20), 0.5, failed=True)
+    both = read.add_estimate(300, 0.25)
+    assert (both.steps, both.failed_steps, both.estimated_steps) == (2, 2, 1)
+    assert (both.tokens, both.input_tokens, both.output_tokens) == (420, 100, 20)
+    assert both.cost_usd == pytest.approx(0.75)
+    assert "2 failed replies charged, 1 as an estimate" in both.describe()
+    assert (both + both).failed_steps == 4
+    assert UsageTotals().add_estimate(300, None).cost_usd is None
+
+
 def test_describe() -> None:
     one = UsageTotals().add(Usage(input_tokens=100, output_tokens=20, cached_input_tokens=50), 0.5)
     assert one.describe() == ("tokens 120 (in 100, cached 50, out 20, reasoning 0); cost $0.5000")
@@ -507,6 +520,97 @@ def test_episode_caps() -> None:
     unpriced = budget.exceeded(_step(10, None))
     assert unpriced is not None
     assert "cannot be kept" in unpriced.reason
+
+
+def test_a_token_cap_is_reached_by_a_step_without_usage() -> None:
+    """A step whose provider reported no usage adds 0 tokens, so a token cap cannot be kept
+    past it: it reaches the cap (episode and run), as an unpriced step reaches a dollar cap.
+    Without a token cap such steps stop nothing."""
+    unreported = UsageTotals().add(Usage(), None)
+    episode = Budget(max_episode_tokens=1_000).exceeded(unreported)
+    assert episode is not None
+    assert episode.reason == (
+        "usage not reported for a step, so the episode token cap 1000 cannot be kept"
+    )
+    run = Budget(max_run_tokens=1_000)
+    run.charge(_step(10, None))
+    assert run.run_exceeded() is None
+    run.charge(unreported)
+    assert run.run_exceeded() == (
+        "usage not reported for a step, so the run token cap 1000 cannot be kept"
+    )
+    assert (
+        Budget(max_episode_cost=1.0, prices=PriceTable(version="x", entries=())).exceeded(
+            unreported
+        )
+        is not None
+    )
+    assert Budget(max_run_cost=5.0).exceeded(_step(10, 0.1).add(Usage(), 0.0)) is None
+
+
+@given(st.lists(usages(), min_size=1, max_size=12), st.integers(1, 5_000_000))
+def test_a_token_cap_is_passed_by_at_most_one_step(steps: list[Usage], cap: int) -> None:
+    """One agent under a token cap: every step but the last it sent was reported and left
+    the total under the cap, so the cap is passed by the last step alone, whatever the steps
+    (unreported ones included)."""
+    budget = Budget(max_run_tokens=cap, max_episode_tokens=cap)
+    episode = UsageTotals()
+    sent: list[Usage] = []
+    for usage in steps:
+        try:
+            held = budget.reserve(episode)
+        except BudgetExceeded:
+            break
+        step = UsageTotals().add(usage, None)
+        held.settle(step)
+        episode = episode + step
+        sent.append(usage)
+    before_last = reduce(lambda t, u: t.add(u, None), sent[:-1], UsageTotals())
+    assert before_last.unreported_steps == 0
+    assert before_last.tokens < cap
+    if len(sent) < len(steps):
+        assert budget.run_exceeded() is not None
+
+
+def test_a_budget_carries_over_what_another_was_charged() -> None:
+    """`carry_over` counts another budget's totals and largest step: its reservations hold
+    that step, and a cap counts what was spent before."""
+    spent = UsageTotals(steps=6, tokens=84)
+    budget = Budget(max_run_tokens=100)
+    budget.carry_over(spent, (14, 0.5))
+    assert (budget.run_totals, budget.largest_step) == (spent, (14, 0.5))
+    held = budget.reserve(UsageTotals())
+    assert (held.tokens, held.cost_usd, budget.in_flight) == (14, 0.5, 1)
+    held.settle(_tokens(14))
+    assert budget.run_exceeded() is None  # 98 of 100
+    held = budget.reserve(UsageTotals())
+    held.settle(_tokens(14))
+    assert budget.run_exceeded() == "112 tokens used, cap 100"
+
+
+def test_the_ray_budget_actor_starts_from_what_the_budget_was_charged() -> None:
+    """The cluster's `BudgetActor` (its body, without Ray) seeded with 84 of 100 tokens spent
+    in steps of 14: two requests fit before the cap, as on one process; a third waits and
+    ends once they are charged (it used to start from 0 and let about 8 more go)."""
+    from adapters.runs.ray_runner import BudgetActor
+
+    async def run() -> tuple[object, ...]:
+        actor = BudgetActor(100, None, UsageTotals(steps=6, tokens=84), (14, 0.0))
+        first = await actor.reserve("a")
+        second = await actor.reserve("b")
+        third = asyncio.ensure_future(actor.reserve("c"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        waited = not third.done()
+        for place in (first, second):
+            assert isinstance(place[0], int)
+            actor.settle(place[0], _tokens(14))
+        return first, second, waited, await third, actor.run_exceeded()
+
+    first, second, waited, third, reached = asyncio.run(run())
+    assert (first, second, waited) == ((1, 14, 0.0), (2, 14, 0.0), True)
+    assert third == ("112 tokens used, cap 100", 112, None)
+    assert reached == "112 tokens used, cap 100"
 
 
 def test_run_caps_come_first_and_count_every_episode() -> None:

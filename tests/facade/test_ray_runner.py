@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters.accounting import Budget
+from adapters.accounting import Budget, UsageTotals
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.engine.limits import Limiter
@@ -285,6 +285,33 @@ def test_budgets_hold_on_ray_episode_caps_in_the_actors_run_cap_at_the_driver(
     assert result.summary.stopped == 4 - ran
     assert budget.run_totals.tokens == 2 * 14
     assert len(model_server.requests) - sent == 2
+
+
+def test_on_ray_the_run_caps_count_what_the_budget_had_spent_before(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """One `Budget` over two task lists (OS-Harm's categories one after another): 84 of its
+    100 tokens spent before, steps of 14. The cluster's budget actor starts from those 84, so
+    2 requests go, as `arun_task_list` sends (it started from 0 and let 8 go, 168 tokens)."""
+    meta, examples = _task_list(tmp_path)
+    desktop = observation_folder(tmp_path / "obs")
+    budget = Budget(max_run_tokens=100)
+    budget.charge(UsageTotals(steps=6, tokens=84))
+    sent = len(model_server.requests)
+    result = run_task_list_on_ray(
+        load_task_list(meta, examples),
+        config=CONFIG,
+        result_dir=tmp_path / "results",
+        make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
+        make_env=functools.partial(make_env, desktop),
+        max_steps=5,
+        actors=2,
+        budget=budget,
+    )
+    assert len(model_server.requests) - sent == 2
+    assert budget.run_totals.tokens == 84 + 2 * 14
+    assert result.summary.steps == 2
+    assert sum(o.status == "stopped" for o in result) >= 2
 
 
 def test_more_actors_than_the_cluster_has_room_for_run_on_those_that_start(
