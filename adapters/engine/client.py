@@ -342,6 +342,14 @@ class _Run:
         self._flow = call_flow(provider, request)
         self.pending: PendingCall | None = next(self._flow)
         self.response: ModelResponse | None = None
+        self.admitted = False  # the next try holds room in the limiter's token budget already
+
+    def admit(self) -> None:
+        """The first try was admitted by the token budget: the deadline starts now (the wait
+        for room in a shared budget is a place in a queue, not time the call took)."""
+        if self.policy.timeout is not None:
+            self.deadline = time.monotonic() + self.policy.timeout
+        self.admitted = True
 
     def retrying(self) -> dict[str, Any]:
         """The `stamina.retry_context` arguments for the pending call: the policy, within the deadline."""
@@ -543,12 +551,18 @@ class HttpModelClient:
         """Call the model, retrying per the policy; raise a typed `ModelCallError` on failure."""
         run = _Run(self.provider, self._wire(request), self._retry)
         client = self._client()
+        if self.limiter is not None:
+            for wait in self._admission(None):
+                time.sleep(wait)
+            run.admit()
         while run.pending is not None:
             try:
                 for attempt in stamina.retry_context(**run.retrying()):
                     with attempt, run.trying():
                         self._turn(run, time.sleep)
-                        reply = self._received(run, self._send(client, run))
+                        with self._releasing():
+                            outcome = self._send(client, run)
+                        reply = self._received(run, outcome)
             except ModelCallError as error:
                 run.settle(error)
             else:
@@ -559,13 +573,19 @@ class HttpModelClient:
         """Call the model without blocking the event loop; same retries and errors as `complete`."""
         run = _Run(self.provider, self._wire(request), self._retry)
         client = await self._async_client()
+        if self.limiter is not None:
+            for wait in self._admission(None):
+                await asyncio.sleep(wait)
+            run.admit()
         while run.pending is not None:
             try:
                 async for attempt in stamina.retry_context(**run.retrying()):
                     with attempt, run.trying():
                         if self.limiter is not None:
                             await self._aturn(run)
-                        reply = self._received(run, await self._asend(client, run))
+                        with self._releasing():
+                            answer = await self._asend(client, run)
+                        reply = self._received(run, answer)
             except ModelCallError as error:
                 run.settle(error)
             else:
@@ -574,8 +594,30 @@ class HttpModelClient:
 
     # -- helpers ------------------------------------------------------------
 
+    def _admission(self, run: _Run | None) -> Generator[float, None, None]:
+        """The sleeps until the token budget has room for a try, asked again after each (so
+        none is longer than a slice): before a call's first try (`run` is None) however long
+        it takes, the call's deadline starting once admitted; before a retry, within it."""
+        assert self.limiter is not None
+        while True:
+            if run is None:
+                timeout = self._retry.timeout
+                deadline = None if timeout is None else time.monotonic() + timeout
+            else:
+                deadline = run.deadline
+            wait = self.limiter.admit(deadline=deadline)
+            if wait <= 0:
+                return
+            if run is not None and deadline is not None and time.monotonic() + wait > deadline:
+                raise RateLimitWaitError(
+                    "the shared token budget had no room for the retry before the call's "
+                    "deadline; the try was not sent",
+                    provider=self.provider.name,
+                )
+            yield wait
+
     def _waits(self, run: _Run) -> Generator[float, None, None]:
-        """The sleeps before the pending try may go: its turn, then any pause that began since."""
+        """The sleeps before the admitted try may go: its turn, then any pause that began since."""
         assert self.limiter is not None
         name = self.provider.name
         wait = self.limiter.reserve(deadline=run.deadline, provider=name)
@@ -591,16 +633,38 @@ class HttpModelClient:
 
     def _turn(self, run: _Run, sleep: Callable[[float], None]) -> None:
         if self.limiter is not None:
-            for wait in self._waits(run):
-                sleep(wait)
+            if not run.admitted:
+                for wait in self._admission(run):
+                    sleep(wait)
+            run.admitted = False
+            with self._releasing():
+                for wait in self._waits(run):
+                    sleep(wait)
 
     async def _aturn(self, run: _Run) -> None:
-        for wait in self._waits(run):
-            await asyncio.sleep(wait)
+        if not run.admitted:
+            for wait in self._admission(run):
+                await asyncio.sleep(wait)
+        run.admitted = False
+        with self._releasing():
+            for wait in self._waits(run):
+                await asyncio.sleep(wait)
+
+    @contextlib.contextmanager
+    def _releasing(self) -> Iterator[None]:
+        """Give the limiter back what an admitted try held if it ends here (error, cancellation)."""
+        try:
+            yield
+        except BaseException:
+            if self.limiter is not None:
+                self.limiter.release()
+            raise
 
     def _received(self, run: _Run, outcome: Answer | Cut | httpx.RequestError) -> ProviderReply:
         """`run.receive(outcome)`, telling the limiter (when there is one) what the reply said."""
         if self.limiter is None or not isinstance(outcome, Answer):
+            if self.limiter is not None:  # no reply to settle the try's hold with
+                self.limiter.release()
             return run.receive(outcome)
         try:
             reply = run.receive(outcome)

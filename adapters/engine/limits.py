@@ -2,13 +2,19 @@
 
 One `RateLimiter` per model (per key and model, as providers count): give the
 same object to every `HttpModelClient` that calls that model (the
-`limiter=` parameter). Before each HTTP try a client `reserve`s a turn and
-sleeps the wait it is told; after each reply it reports the status, the
-headers and the tokens used (`observe`). Limits come from two places:
+`limiter=` parameter). Before each HTTP try a client waits for room in the
+token budget (`admit`), then `reserve`s a turn and sleeps the wait it is told;
+after each reply it reports the status, the headers and the tokens used
+(`observe`), and a try that got no reply gives its room back (`release`).
+Limits come from two places:
 
 * what you configure: `requests_per_minute` and `tokens_per_minute`, kept as
   token buckets holding one second's worth (so a burst never exceeds what
-  the provider refills in a second);
+  the provider refills in a second). Requests in flight count against the
+  token budget: each admitted one holds an estimate of its tokens (the
+  largest usage a reply has reported) until its reply's real usage replaces
+  it, so concurrent workers are spaced instead of all going while the budget
+  looks untouched; until a reply has reported usage, one request goes at a time;
 * what the provider says, when it says it: OpenAI's
   `x-ratelimit-remaining-requests` / `-tokens` with
   `x-ratelimit-reset-requests` / `-tokens` durations (`"6m0s"`, `"12ms"`,
@@ -18,14 +24,18 @@ headers and the tokens used (`observe`). Limits come from two places:
   the reset (a 429 with no hint pauses `fallback_pause` seconds); a request
   budget above 0 is counted down by the turns taken until its reset, so
   callers do not all rush in on the last few requests left. With a
-  configured request rate, the callers a pause (or token debt) held back go
-  at that rate once it ends, not all at once.
+  configured request rate, the callers a pause held back go at that rate
+  once it ends, not all at once.
 
 Headers are hostile input: garbage, negative, infinite or far-future values
 are ignored or capped at `max_pause`, so no reply can stall a run for long.
-A wait that would pass the caller's deadline raises `RateLimitWaitError`
-instead of sleeping. The limiter is thread-safe, never sleeps itself, and
-its clock is injectable (`clock`, `now`) so its decisions are testable.
+A turn whose wait would pass the caller's deadline raises `RateLimitWaitError`
+instead of sleeping. The token budget never raises: a caller waits for room in
+slices of at most `TOKEN_SLICE` seconds, asking again after each (the client
+waits for its first try's room however long it takes, and starts the call's
+deadline then; a retry's room it waits for within that deadline).
+The limiter is thread-safe, never sleeps itself, and its clock is injectable
+(`clock`, `now`) so its decisions are testable.
 """
 
 from __future__ import annotations
@@ -44,6 +54,12 @@ from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 #: The longest pause any header can impose (seconds), unless the limiter is built with another.
 DEFAULT_MAX_PAUSE: Final = 120.0
+#: The longest a caller waiting for room in the token budget sleeps before asking again (seconds).
+TOKEN_SLICE: Final = 1.0
+#: How long an admitted request's hold lasts when its call has no deadline (seconds); a hold
+#: neither settled nor released by its call's deadline (its worker died) is dropped then.
+HOLD_LIFETIME: Final = 1200.0
+_HOLD_GRACE: Final = 5.0
 
 _DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION: Final = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
@@ -55,6 +71,14 @@ _EARLY_WAKE: Final = 0.005
 class Limiter(Protocol):
     """What `HttpModelClient` asks of a limiter (a `RateLimiter`, or a proxy to a shared one)."""
 
+    def admit(self, *, deadline: float | None = None) -> float:
+        """Ask for room in the token budget: seconds to wait before asking again (0: admitted)."""
+        ...
+
+    def release(self) -> None:
+        """Give back the room an admitted request held when it got no reply."""
+        ...
+
     def reserve(self, *, deadline: float | None = None, provider: str = "") -> float:
         """Take a turn; the seconds to wait before sending (raise when past `deadline`)."""
         ...
@@ -64,7 +88,7 @@ class Limiter(Protocol):
         ...
 
     def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
-        """Learn from one reply: its status, headers and the tokens it used."""
+        """Learn from one reply (settling its request's room): its status, headers and tokens used."""
         ...
 
 
@@ -176,11 +200,13 @@ class RateLimiter:
     """Requests and tokens per minute for one model, shared by all its clients and workers.
 
     `requests_per_minute` and `tokens_per_minute` are the budgets you know
-    (either may be `None`: then only the provider's headers limit). Tokens are
-    charged after each reply from its usage, so a call starts while the token
-    budget is not in debt. `burst` is how many requests may go at once after
-    a quiet spell (default: one second's worth, at least 1). `max_pause` caps any pause a header
-    asks for (a reply's reported usage is charged at most a minute of the token budget);
+    (either may be `None`: then only the provider's headers limit). A request
+    is admitted (`admit`) while the token budget is not in debt, and then holds
+    the largest usage reported so far until its reply's usage is charged in its
+    place (`observe`) or it is given back (`release`). `burst` is how many requests
+    may go at once after a quiet spell (default: one second's worth, at least 1).
+    `max_pause` caps any pause a header asks for (a reply's reported usage, and
+    so a hold, is charged at most a minute of the token budget);
     `fallback_pause` is the pause after a 429 that says nothing about when to
     come back. `waits` counts the turns that had to wait, `pauses` the pauses
     the provider's replies caused.
@@ -188,6 +214,12 @@ class RateLimiter:
     >>> limiter = RateLimiter(requests_per_minute=60, clock=lambda: 0.0)
     >>> limiter.reserve(), limiter.reserve()
     (0.0, 1.0)
+    >>> tokens = RateLimiter(tokens_per_minute=600, clock=lambda: 0.0)
+    >>> tokens.admit(), tokens.admit()  # the second waits until the first's size is known
+    (0.0, 1.0)
+    >>> tokens.observe(200, {}, tokens=15)  # 10 at once, 10 a second: 5 in debt
+    >>> tokens.admit()
+    0.5
     """
 
     def __init__(
@@ -224,6 +256,10 @@ class RateLimiter:
         # The provider's own request budget: how many are left until when (from headers).
         self._left: int | None = None
         self._left_until = start
+        # What admitted requests not yet answered hold: (estimate, when it is dropped), oldest first.
+        self._held: list[tuple[float, float]] = []
+        # The largest usage a reply reported (None: no request answered yet).
+        self._estimate: float | None = None
         self.waits = 0
         self.pauses = 0
 
@@ -245,19 +281,16 @@ class RateLimiter:
         """Take the next request turn; returns the seconds to sleep before sending.
 
         Turns are handed out in order (a turn taken now is due after every turn
-        taken before it). Turns taken during a pause or while the token budget
-        is in debt are spaced after its end at the request rate, as after any
-        quiet spell (at most `burst` at once), not all released together. When
-        the wait would end past `deadline` (a value of
-        the limiter's clock, `time.monotonic()` by default) the turn is given
-        back and `RateLimitWaitError` raised.
+        taken before it). Turns taken during a pause are spaced after its end
+        at the request rate, as after any quiet spell (at most `burst` at once),
+        not all released together. When the wait would end past `deadline` (a
+        value of the limiter's clock, `time.monotonic()` by default) the turn is
+        given back and `RateLimitWaitError` raised. The token budget is not
+        waited for here but in `admit`, before.
         """
         with self._lock:
             now = self._clock()
             ready = max(now, self._paused_until)
-            if self._tokens is not None:
-                self._tokens.refill(now)
-                ready = max(ready, now + self._tokens.wait_for(0.0))
             counted = self._left is not None and now < self._left_until
             if counted and self._left is not None and self._left <= 0:
                 ready = max(ready, self._left_until)
@@ -278,6 +311,51 @@ class RateLimiter:
                 self.waits += 1
             return wait
 
+    def admit(self, *, deadline: float | None = None) -> float:
+        """Ask for room in the token budget; the seconds to wait before asking again (0: admitted).
+
+        A request is admitted while the budget is not in debt, and it then holds
+        the largest usage reported so far (at most a minute of the budget) until
+        `observe` charges its reply's usage instead or `release` gives it back,
+        so requests in flight count. Until a reply has reported usage, one
+        request goes at a time. Otherwise the wait is until the debt is paid off,
+        at most `TOKEN_SLICE` (answers may make room earlier); this never raises,
+        so debt alone never fails a call that can wait. A hold not settled by
+        `deadline` (its call's, a value of the limiter's clock; `HOLD_LIFETIME`
+        from now without one) is dropped a little after it, its estimate spent.
+        Without `tokens_per_minute`, always 0.
+        """
+        with self._lock:
+            if self._tokens is None:
+                return 0.0
+            now = self._clock()
+            self._drop_expired(now)
+            if self._estimate is None and self._held:
+                return TOKEN_SLICE  # a request of unknown size is out: wait for its reply
+            self._tokens.refill(now)
+            wait = self._tokens.wait_for(0.0)
+            if wait > _EARLY_WAKE:  # (a waiter's clock lands a hair short of a refill it slept for)
+                return min(wait, TOKEN_SLICE)
+            estimate = self._estimate or 0.0
+            self._tokens.level -= estimate
+            until = now + HOLD_LIFETIME if deadline is None else max(now, deadline)
+            self._held.append((estimate, until + _HOLD_GRACE))
+            return 0.0
+
+    def release(self) -> None:
+        """Give back what an admitted request held (it failed without a reply, or was
+        cancelled or never sent); the oldest hold when several are out."""
+        with self._lock:
+            if self._tokens is None:
+                return
+            now = self._clock()
+            self._drop_expired(now)
+            if not self._held:
+                return
+            self._tokens.refill(now)
+            estimate, _ = self._held.pop(0)
+            self._tokens.level = min(self._tokens.capacity, self._tokens.level + estimate)
+
     def hold(self) -> float:
         """Seconds left of a pause that began after a turn was reserved (0 when none).
 
@@ -295,15 +373,17 @@ class RateLimiter:
             return self._requests.take(self._paused_until) - now
 
     def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
-        """Learn from one reply: charge `tokens`, follow the budget headers, pause after a 429."""
+        """Learn from one reply: charge `tokens` in place of what its request held (the
+        oldest hold when several are out), follow the budget headers, pause after a 429.
+
+        A successful reply that reports no usage keeps its hold charged; any other
+        reply without usage (a 429, a 500) gives it back.
+        """
         lowered = {str(k).lower(): str(v) for k, v in headers.items()}
         with self._lock:
             now = self._clock()
-            if self._tokens is not None and tokens is not None and tokens > 0:
-                self._tokens.refill(now)
-                cap = self._tokens.capacity * 60
-                # Compared before float(): float() of a 400-digit int raises.
-                self._tokens.level -= cap if tokens >= cap else float(tokens)
+            if self._tokens is not None:
+                self._settle(status, tokens, now)
             # Anthropic's reset times are read by the reply's own clock, like Retry-After dates.
             answered = reply_time(lowered, self._now())
             budgets = self._budgets(lowered, answered)
@@ -320,6 +400,29 @@ class RateLimiter:
                 resets = [r for left, r in budgets if left == 0 and r is not None]
                 hint = max([w for w in (asked, *resets) if w is not None], default=None)
                 self._pause(hint if hint else self.fallback_pause, now)
+
+    def _settle(self, status: int, tokens: int | None, now: float) -> None:
+        """Under the lock: charge one reply's usage in place of its request's hold."""
+        assert self._tokens is not None
+        bucket = self._tokens
+        bucket.refill(now)
+        self._drop_expired(now)
+        held = self._held.pop(0)[0] if self._held else 0.0
+        cap = bucket.capacity * 60
+        # Compared before float(): float() of a 400-digit int raises.
+        used = None if tokens is None or tokens < 0 else (cap if tokens >= cap else float(tokens))
+        answered = 200 <= status < 300
+        if used is not None:
+            self._estimate = max(self._estimate or 0.0, used)
+        elif answered:
+            used = held  # spent, but not reported: the estimate stands
+            self._estimate = self._estimate or 0.0
+        # The hold was charged when the request was admitted: only the difference is new.
+        bucket.level = min(bucket.capacity, bucket.level + held - (used or 0.0))
+
+    def _drop_expired(self, now: float) -> None:
+        """Under the lock: forget the holds past their call's deadline (their estimate stays spent)."""
+        self._held = [held for held in self._held if held[1] > now]
 
     def _request_budget(
         self, headers: Mapping[str, str], answered: datetime
@@ -354,6 +457,8 @@ class RateLimiter:
 
 __all__ = [
     "DEFAULT_MAX_PAUSE",
+    "HOLD_LIFETIME",
+    "TOKEN_SLICE",
     "Limiter",
     "RateLimiter",
     "parse_duration",

@@ -53,7 +53,8 @@ class RetryPolicy:
     `timeout` is the wall-clock deadline of one call in seconds: every try,
     every wait and every body read together (no retry starts that would begin
     after it, a body still arriving when it passes is cut off with a
-    `DeadlineExceededError`). The default, 20 minutes, is never reached by
+    `DeadlineExceededError`), counted from when a shared token budget admits the
+    first try (see `adapters.engine.limits`). The default, 20 minutes, is never reached by
     the reference's own worst case of ten 30 s waits between normal replies;
     `None` removes the deadline (then only `attempts` bounds a call).
 

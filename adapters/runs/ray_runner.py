@@ -175,6 +175,15 @@ class LimiterActor:
         except RateLimitWaitError as error:
             return error.message
 
+    def admit(self, seconds_left: float | None) -> float:
+        """See `RateLimiter.admit`."""
+        deadline = None if seconds_left is None else time.monotonic() + seconds_left
+        return self.limiter.admit(deadline=deadline)
+
+    def release(self) -> None:
+        """See `RateLimiter.release`."""
+        self.limiter.release()
+
     def hold(self) -> float:
         """See `RateLimiter.hold`."""
         return self.limiter.hold()
@@ -202,6 +211,17 @@ class RayLimiter:
         if isinstance(answer, str):
             raise RateLimitWaitError(answer, provider=provider or "rate limiter")
         return float(answer)
+
+    def admit(self, *, deadline: float | None = None) -> float:
+        """Ask the limiter actor for room in the token budget (blocks for the round trip only)."""
+        left = None if deadline is None else deadline - time.monotonic()
+        with _reaching("rate limiter"):
+            return float(_ray().get(self.actor.admit.remote(left)))
+
+    def release(self) -> None:
+        """Give the room back (without waiting for the actor to take note)."""
+        with _reaching("rate limiter"):
+            self.actor.release.remote()
 
     def hold(self) -> float:
         """See `RateLimiter.hold`."""

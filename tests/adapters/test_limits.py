@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import math
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.contract import ModelRequest
 from adapters.engine.client import HttpModelClient
-from adapters.engine.limits import RateLimiter, parse_duration, parse_reset_time
+from adapters.engine.limits import (
+    HOLD_LIFETIME,
+    TOKEN_SLICE,
+    RateLimiter,
+    parse_duration,
+    parse_reset_time,
+)
 from adapters.engine.retry import NO_RETRIES, RetryPolicy
-from adapters.errors import RateLimitWaitError, RetryableError
+from adapters.errors import ModelCallError, RateLimitWaitError, RetryableError
 from adapters.registry import REGISTRY
 from osharm_core import ConfigError, Message, TextPart
 from tests import strategies as s
@@ -62,14 +71,27 @@ def test_turns_are_paced_at_the_configured_rate_after_a_burst() -> None:
     assert rl.waits == 3
 
 
+def admitted_after(rl: RateLimiter, clock: Clock, deadline: float | None = None) -> float:
+    """Seconds a caller asking `admit` again after each wait it is told (a slice at most)
+    spends before it is admitted; the clock moves with it."""
+    start = clock.t
+    for _ in range(100_000):
+        wait = rl.admit(deadline=deadline)
+        if wait == 0:
+            return clock.t - start
+        assert 0 < wait <= TOKEN_SLICE
+        clock.t += wait
+    raise AssertionError("never admitted")
+
+
 def test_tokens_per_minute_hold_calls_while_the_budget_is_in_debt() -> None:
     clock = Clock()
     rl = limiter(clock, tokens_per_minute=600)  # 10 tokens a second, 10 at once
-    assert rl.reserve() == 0.0
+    assert rl.admit() == 0.0
     rl.observe(200, {}, tokens=30)  # 20 in debt
-    assert rl.reserve() == pytest.approx(2.0)
-    clock.t += 2.0
-    assert rl.reserve() == 0.0
+    assert rl.admit() == TOKEN_SLICE  # asked again after a slice, not told to sleep 2 s
+    assert admitted_after(rl, clock) == pytest.approx(2.0)
+    assert rl.reserve() == 0.0  # the turn itself does not wait for tokens
 
 
 def test_a_429_pauses_every_caller_until_the_reset_it_names() -> None:
@@ -136,7 +158,7 @@ def test_honest_usage_from_many_workers_is_all_charged() -> None:
         rl = limiter(clock, tokens_per_minute=60_000, max_pause=max_pause)
         for _ in range(10):
             rl.observe(200, {}, tokens=30_000)
-        assert rl.reserve() == pytest.approx(5 * 60 - 1, abs=1.0)
+        assert admitted_after(rl, clock) == pytest.approx(5 * 60 - 1, abs=1.0)
 
 
 def test_a_429_that_says_nothing_pauses_the_fallback() -> None:
@@ -441,12 +463,22 @@ def test_turns_taken_during_a_pause_are_spaced_after_it() -> None:
     assert [bursty.reserve() for _ in range(5)] == [10.0, 10.0, 10.0, 11.0, 12.0]
 
 
-def test_turns_taken_during_token_debt_are_spaced_after_it() -> None:
+def test_requests_admitted_by_the_token_budget_still_go_at_the_request_rate() -> None:
+    """Token debt holds requests before they take a turn (one 10,000-token request at a time
+    at 1,000 tokens a second); small requests the budget lets go together take their turns
+    at the request rate."""
     clock = Clock()
     rl = limiter(clock, requests_per_minute=60, tokens_per_minute=60_000)
-    assert rl.reserve() == 0.0
+    assert (rl.admit(), rl.reserve()) == (0.0, 0.0)
     rl.observe(200, {}, tokens=10_000)  # 9 s of debt
-    assert [rl.reserve() for _ in range(4)] == pytest.approx([9.0, 10.0, 11.0, 12.0])
+    assert admitted_after(rl, clock) == pytest.approx(9.0)
+    assert admitted_after(rl, clock) == pytest.approx(10.0)  # the first holds 10,000
+    assert [rl.reserve(), rl.reserve()] == [0.0, 1.0]
+    small = limiter(clock, requests_per_minute=60, tokens_per_minute=60_000)
+    assert (small.admit(), small.reserve()) == (0.0, 0.0)
+    small.observe(200, {}, tokens=100)  # 100-token requests: ten at once
+    assert [admitted_after(small, clock) for _ in range(4)] == [0.0] * 4
+    assert [small.reserve() for _ in range(4)] == [1.0, 2.0, 3.0, 4.0]
 
 
 def test_turns_waiting_when_a_pause_begins_go_spaced_after_it() -> None:
@@ -484,7 +516,8 @@ def test_turns_stay_in_order_and_sends_within_the_rate_whatever_pauses_come(
     """A simulation: callers sleep their turn, ask `hold` on waking, and send when it says 0.
 
     Turns are due in the order taken, and the sends in any window of w seconds
-    never exceed the burst plus w seconds' worth, pauses and token debt included.
+    never exceed the burst plus w seconds' worth, whatever pauses come (and token
+    usage reported meanwhile: the token budget is waited for in `admit`, before a turn).
     """
     clock = Clock()
     extra: dict[str, float] = {} if burst is None else {"burst": burst}
@@ -525,3 +558,288 @@ def test_turns_stay_in_order_and_sends_within_the_rate_whatever_pauses_come(
         for j in range(i, len(sent)):
             allowed = capacity + rate * (sent[j] - sent[i] + 0.005) + 1e-6
             assert j - i + 1 <= allowed, (sent, i, j)
+
+
+# --- requests in flight count against the token budget (review: a burst, then every call failed) ---
+
+
+@dataclass
+class Sent:
+    """One simulated request: when it was admitted, its usage, what the limiter held for it,
+    and by how much the requests in flight then outgrew their own holds."""
+
+    at: float
+    tokens: int
+    held: float
+    overshoot_out: float
+
+
+def simulate(
+    rl: RateLimiter,
+    clock: Clock,
+    steps: list[list[int]],
+    latency: float,
+    call_deadline: float = 1200.0,
+    max_events: int = 200_000,
+) -> list[Sent]:
+    """Workers as `HttpModelClient` drives them on `clock`: each sends its steps (their token
+    usage) one after another, asking `admit` again after each wait it is told, then taking a
+    turn (`reserve`, `hold` on waking), sending, and reporting the reply `latency` s later.
+
+    A call's deadline, `call_deadline` (longer than `latency`: the client cuts a try off at
+    it), runs from its admission; `reserve` must never raise for it (nothing here is a
+    provider's pause). Returns the requests in the order admitted.
+    (A reply is charged at most a minute of the budget: keep the steps within it.)
+    """
+    events: list[tuple[float, int, int, str]] = []
+    seq = 0
+
+    def push(at: float, worker: int, kind: str) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (at, seq, worker, kind))
+
+    next_step = [0] * len(steps)
+    flying: dict[int, Sent] = {}
+    sent: list[Sent] = []
+    largest: float | None = None  # the largest usage reported so far, as the limiter sees it
+    for worker, own in enumerate(steps):
+        if own:
+            push(0.0, worker, "admit")
+    for _ in range(max_events):
+        if not events:
+            return sent
+        at, _, worker, kind = heapq.heappop(events)
+        clock.t = at
+        if kind == "admit":
+            wait = rl.admit(deadline=at + call_deadline)
+            assert 0.0 <= wait <= TOKEN_SLICE
+            if wait:
+                push(at + wait, worker, "admit")
+                continue
+            deadline = at + call_deadline
+            tokens = steps[worker][next_step[worker]]
+            held = 0.0 if largest is None else largest
+            out = sum(max(0.0, f.tokens - f.held) for f in flying.values())
+            flying[worker] = Sent(at, tokens, held, out)
+            sent.append(flying[worker])
+            wait = rl.reserve(deadline=deadline)  # never past the deadline: no pause here
+            push(at + wait, worker, "turn" if wait else "send")
+        elif kind == "turn":
+            wait = rl.hold()
+            push(at + wait, worker, "turn" if wait else "send")
+        elif kind == "send":
+            push(at + latency, worker, "reply")
+        else:
+            done = flying.pop(worker)
+            rl.observe(200, {}, tokens=done.tokens)
+            largest = max(largest or 0.0, float(done.tokens))
+            next_step[worker] += 1
+            if next_step[worker] < len(steps[worker]):
+                push(at, worker, "admit")
+    raise AssertionError("the workers never finished")
+
+
+def assert_within_budget(sent: list[Sent], tokens_per_minute: float) -> None:
+    """By each request's admission, the tokens of all requests admitted so far are at most
+    one second's worth (the bucket), the budget since the start, that request itself, and how
+    far the requests then in flight outgrow what was held for them."""
+    rate = tokens_per_minute / 60
+    total = 0
+    for request in sent:
+        total += request.tokens
+        allowed = rate + rate * request.at + request.tokens + request.overshoot_out
+        assert total <= allowed + 1e-6 * allowed + rate * 0.005, (request.at, total, allowed)
+
+
+def test_a_token_budget_spaces_concurrent_workers_instead_of_letting_them_all_go() -> None:
+    """32 workers, 20,000-token steps, 30,000 tokens a minute, 1200 s call deadlines: all 32
+    used to go at once (21 minutes of budget), then every call failed at once with a wait of
+    1279 s past its deadline. Now the first goes alone, the others follow 40 s apart, each
+    told at most a slice at a time; no call raises, and the budget holds with one step's slack."""
+    clock = Clock()
+    clock.t = 0.0
+    rl = limiter(clock, tokens_per_minute=30_000)
+    assert [rl.admit(deadline=1200.0) for _ in range(3)] == [0.0, TOKEN_SLICE, TOKEN_SLICE]
+    rl.release()
+    clock.t = 0.0
+    sent = simulate(rl, clock, [[20_000] * 3 for _ in range(32)], latency=10.0)
+    assert len(sent) == 96
+    assert_within_budget(sent, 30_000)
+    gaps = [b.at - a.at for a, b in itertools.pairwise(sent)]
+    assert gaps[0] == pytest.approx(10.0 + 20_000 / 500 - 1, abs=0.01)  # after the first reply
+    assert all(gap == pytest.approx(40.0, abs=0.01) for gap in gaps[1:])
+    assert sent[-1].at == pytest.approx(sent[1].at + 94 * 40.0, abs=1.0)  # the budget, no less
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    tokens_per_minute=st.sampled_from([600.0, 6_000.0, 30_000.0, 200_000.0]),
+    sizes=st.lists(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4), min_size=1, max_size=12),
+    latency=st.sampled_from([0.0, 0.5, 3.0, 30.0]),
+)
+def test_bursts_of_workers_never_fail_for_token_debt_and_keep_the_budget(
+    tokens_per_minute: float, sizes: list[list[float]], latency: float
+) -> None:
+    """Whatever the workers, step sizes (up to a minute of the budget, what one reply can be
+    charged) and budget: no `admit` or `reserve` raises (the calls' deadlines only a second
+    past their replies), every step is sent, and the tokens sent stay within the budget plus
+    one request and how much the requests in flight outgrow their holds."""
+    clock = Clock()
+    clock.t = 0.0
+    rl = limiter(clock, tokens_per_minute=tokens_per_minute)
+    steps = [[int(size * tokens_per_minute) for size in own] for own in sizes]
+    sent = simulate(rl, clock, steps, latency=latency, call_deadline=latency + 1.0)
+    assert len(sent) == sum(len(own) for own in steps)
+    assert_within_budget(sent, tokens_per_minute)
+    if len({size for own in steps for size in own}) == 1:  # one size: the slack is one request
+        assert all(request.overshoot_out == 0 for request in sent[1:])
+
+
+def test_a_request_that_gets_no_reply_gives_its_hold_back() -> None:
+    clock = Clock()
+    rl = limiter(clock, tokens_per_minute=600)  # 10 a second
+    assert (rl.admit(), rl.admit()) == (0.0, TOKEN_SLICE)  # one at a time until a size is known
+    rl.release()  # the first failed without a reply
+    assert rl.admit() == 0.0
+    rl.observe(429, {})  # a 429 used no tokens: its hold is given back as well
+    assert rl.admit() == 0.0
+    rl.observe(200, {}, tokens=20)  # now sizes are known: 20 tokens each
+    assert admitted_after(rl, clock) == pytest.approx(1.0)  # 10 at once, 10 in debt
+    rl.observe(200, {})  # answered without usage: its 20 stay charged
+    assert admitted_after(rl, clock) == pytest.approx(2.0)
+    rl.release()
+    assert rl.admit() == 0.0  # the released 20 came back
+
+
+def test_a_hold_whose_call_is_gone_lapses_after_its_deadline() -> None:
+    """A worker that dies with a request in flight (its Ray actor killed) neither settles nor
+    releases it: its hold is dropped after the call's deadline, so the others go on."""
+    clock = Clock()
+    rl = limiter(clock, tokens_per_minute=600)
+    assert rl.admit(deadline=clock.t + 30) == 0.0  # the probe, then its worker is gone
+    assert rl.admit() == TOKEN_SLICE
+    clock.t += 30.0
+    assert rl.admit() == TOKEN_SLICE  # its reply could still come
+    clock.t += 5.1
+    assert rl.admit() == 0.0  # a new probe, whose call has no deadline
+    clock.t += HOLD_LIFETIME
+    assert rl.admit() == TOKEN_SLICE
+    clock.t += 5.1  # it lapses after HOLD_LIFETIME
+    assert rl.admit() == 0.0
+
+
+def test_a_reported_usage_and_its_hold_are_charged_at_most_a_minute_of_the_budget() -> None:
+    clock = Clock()
+    rl = limiter(clock, tokens_per_minute=600)
+    assert rl.admit() == 0.0
+    rl.observe(200, {}, tokens=10**400)
+    assert admitted_after(rl, clock) == pytest.approx(59.0)
+    assert admitted_after(rl, clock) == pytest.approx(60.0)  # it held 600, no more
+
+
+def test_without_a_token_budget_admission_never_waits() -> None:
+    rl = limiter(Clock(), requests_per_minute=60)
+    assert [rl.admit() for _ in range(5)] == [0.0] * 5
+    rl.release()
+    rl.observe(200, {}, tokens=10**6)
+    assert rl.admit() == 0.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_try_that_gets_no_reply_releases_its_hold(mode: str) -> None:
+    """A connection refused leaves nothing to settle the probe with: it is given back, so the
+    next request need not wait for a reply that will never come."""
+    with LoopbackServer() as gone:
+        url = gone.base_url
+    clock = Clock()
+    shared = limiter(clock, tokens_per_minute=600)
+    client = loopback_client("compat/m", url + "/v1", retry=NO_RETRIES, limiter=shared)
+    with pytest.raises(ModelCallError):
+        call(client, REQUEST, mode)
+    assert shared.admit() == 0.0
+
+
+def test_a_cancelled_call_releases_its_hold(server: LoopbackServer) -> None:
+    server.enqueue(Reply(200, chat_completion("late"), delay=2.0))
+    shared = limiter(Clock(), tokens_per_minute=600)
+    client = loopback_client("compat/m", server.base_url + "/v1", limiter=shared)
+
+    async def main() -> None:
+        try:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(client.acomplete(REQUEST), 0.3)
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert shared.admit() == 0.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_waits_for_room_however_long_and_its_deadline_starts_once_admitted(
+    server: LoopbackServer, mode: str
+) -> None:
+    """Token debt longer than a call's deadline failed it at once ("the call was not sent"):
+    the wait for room is a place in the budget's queue, so the call now waits (in slices)
+    and its deadline runs from when it is admitted."""
+    server.enqueue(Reply(200, chat_completion("ok")))
+    shared = RateLimiter(tokens_per_minute=60 * 40)  # 40 tokens a second, 40 at once
+    shared.observe(200, {}, tokens=76)  # 36 in debt: 0.9 s, past the 0.5 s deadline
+    policy = RetryPolicy(attempts=1, timeout=0.5)
+    client = loopback_client("compat/m", server.base_url + "/v1", retry=policy, limiter=shared)
+    began = time.monotonic()
+    assert call(client, REQUEST, mode).text == "ok"
+    assert time.monotonic() - began >= 0.85
+
+
+def test_a_retry_waits_for_room_within_the_calls_deadline() -> None:
+    """A retry's wait for room counts against the call's deadline, as its other waits do."""
+    shared = RateLimiter(tokens_per_minute=60 * 40)
+
+    def busy(received: Received) -> Reply:
+        shared.observe(200, {}, tokens=2_400)  # another worker's reply: a minute in debt
+        return Reply(500, openai_error(500, "busy").body)
+
+    policy = RetryPolicy(attempts=3, wait=0.0, timeout=2.0)
+    with LoopbackServer() as server:
+        server.route("POST", r".*/chat/completions", busy)
+        client = loopback_client("compat/m", server.base_url + "/v1", retry=policy, limiter=shared)
+        began = time.monotonic()
+        with pytest.raises(RateLimitWaitError, match="no room for the retry"):
+            call(client, REQUEST, "sync")
+        assert 1.0 <= time.monotonic() - began <= 2.5  # waited in slices until the deadline
+        assert len(server.requests) == 1
+
+
+class UsageRoute:
+    """A chat route whose replies each report `tokens`, noting when each request came."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+        self.arrivals: list[float] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, received: Received) -> Reply:
+        with self.lock:
+            self.arrivals.append(time.monotonic())
+        body = chat_completion("ok", prompt_tokens=self.tokens - 10, completion_tokens=10)
+        return Reply(200, body, delay=0.02)
+
+
+def test_concurrent_workers_against_a_server_stay_within_the_token_budget() -> None:
+    """16 workers, 400-token replies, 4,000 tokens a second: all 16 went at once (6,400
+    tokens in the first instant, past the second's worth the budget holds); now the first
+    goes alone, the next ten once its size is known, the rest as the budget refills, and
+    none fails."""
+    route = UsageRoute(tokens=400)
+    shared = RateLimiter(tokens_per_minute=4_000 * 60)
+    with LoopbackServer() as server:
+        server.route("POST", r".*/chat/completions", route)
+        _workers(server.base_url, shared, workers=16, calls=1)
+    arrivals = sorted(route.arrivals)
+    assert len(arrivals) == 16
+    for j, at in enumerate(arrivals):
+        # Sends come a little after their admission on a busy machine: 50 ms of slack.
+        allowed = 4_000 + 4_000 * (at - arrivals[0] + 0.05) + 400
+        assert 400 * (j + 1) <= allowed, (j, at - arrivals[0])

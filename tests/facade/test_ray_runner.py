@@ -775,11 +775,39 @@ class KillingLimiter:
             ray.kill(self.limiter.actor)
         return float(self.limiter.reserve(deadline=deadline, provider=provider))
 
+    def admit(self, *, deadline: float | None = None) -> float:
+        return float(self.limiter.admit(deadline=deadline))
+
+    def release(self) -> None:
+        self.limiter.release()
+
     def hold(self) -> float:
         return float(self.limiter.hold())
 
     def observe(self, status: int, headers: Any, tokens: int | None = None) -> None:
         self.limiter.observe(status, headers, tokens)
+
+
+def test_the_clusters_limiter_holds_requests_in_flight_against_the_token_budget(
+    cluster: None,
+) -> None:
+    """The token budget's holds live in the limiter actor: a second request waits while the
+    first (of unknown size) is out, goes once that one is given back, and the usage a reply
+    reports spaces the next."""
+    from adapters.engine.limits import TOKEN_SLICE
+    from adapters.runs.ray_runner import LimiterActor, RayLimiter
+
+    actor = ray.remote(num_cpus=0)(LimiterActor).remote(None, 600)  # 10 tokens a second
+    shared = RayLimiter(actor)
+    try:
+        assert shared.admit(deadline=time.monotonic() + 60) == 0.0
+        assert shared.admit() == TOKEN_SLICE
+        shared.release()
+        assert shared.admit() == 0.0
+        shared.observe(200, {}, 15)  # the bucket held 10: 5 in debt
+        assert shared.admit() == pytest.approx(0.5, abs=0.05)
+    finally:
+        ray.kill(actor)
 
 
 def make_limiter_killing_agent(
