@@ -12,7 +12,7 @@ Limits come from two places:
   token buckets holding one second's worth (so a burst never exceeds what
   the provider refills in a second). Requests in flight count against the
   token budget: each admitted one holds an estimate of its tokens (the
-  largest usage a reply has reported) until its reply's real usage replaces
+  largest usage a reply reported in the last minute) until its reply's real usage replaces
   it, so concurrent workers are spaced instead of all going while the budget
   looks untouched; until a reply has reported usage, one request goes at a time;
 * what the provider says, when it says it: OpenAI's
@@ -44,6 +44,7 @@ import math
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Final, Protocol
@@ -59,6 +60,9 @@ TOKEN_SLICE: Final = 1.0
 #: How long an admitted request's hold lasts when its call has no deadline (seconds); a hold
 #: neither settled nor released by its call's deadline (its worker died) is dropped then.
 HOLD_LIFETIME: Final = 1200.0
+#: Seconds a reply's usage counts towards what admitted requests hold: one unusually large
+#: reply spaces requests for about a minute, not for the rest of the run.
+ESTIMATE_WINDOW: Final = 60.0
 _HOLD_GRACE: Final = 5.0
 
 _DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -202,7 +206,7 @@ class RateLimiter:
     `requests_per_minute` and `tokens_per_minute` are the budgets you know
     (either may be `None`: then only the provider's headers limit). A request
     is admitted (`admit`) while the token budget is not in debt, and then holds
-    the largest usage reported so far until its reply's usage is charged in its
+    the largest usage reported in the last minute until its reply's usage is charged in its
     place (`observe`) or it is given back (`release`). `burst` is how many requests
     may go at once after a quiet spell (default: one second's worth, at least 1).
     `max_pause` caps any pause a header asks for (a reply's reported usage, and
@@ -258,8 +262,10 @@ class RateLimiter:
         self._left_until = start
         # What admitted requests not yet answered hold: (estimate, when it is dropped), oldest first.
         self._held: list[tuple[float, float]] = []
-        # The largest usage a reply reported (None: no request answered yet).
-        self._estimate: float | None = None
+        # (when, usage) of replies in the last ESTIMATE_WINDOW, each smaller than every one
+        # before it (so the first is the window's largest), the latest always kept; empty: no
+        # request answered yet.
+        self._reported: deque[tuple[float, float]] = deque()
         self.waits = 0
         self.pauses = 0
 
@@ -315,7 +321,8 @@ class RateLimiter:
         """Ask for room in the token budget; the seconds to wait before asking again (0: admitted).
 
         A request is admitted while the budget is not in debt, and it then holds
-        the largest usage reported so far (at most a minute of the budget) until
+        the largest usage reported in the last `ESTIMATE_WINDOW` seconds (the latest
+        reply's when none came in it; at most a minute of the budget) until
         `observe` charges its reply's usage instead or `release` gives it back,
         so requests in flight count. Until a reply has reported usage, one
         request goes at a time. Otherwise the wait is until the debt is paid off,
@@ -330,13 +337,13 @@ class RateLimiter:
                 return 0.0
             now = self._clock()
             self._drop_expired(now)
-            if self._estimate is None and self._held:
+            if not self._reported and self._held:
                 return TOKEN_SLICE  # a request of unknown size is out: wait for its reply
             self._tokens.refill(now)
             wait = self._tokens.wait_for(0.0)
             if wait > _EARLY_WAKE:  # (a waiter's clock lands a hair short of a refill it slept for)
                 return min(wait, TOKEN_SLICE)
-            estimate = self._estimate or 0.0
+            estimate = self._estimate(now)
             self._tokens.level -= estimate
             until = now + HOLD_LIFETIME if deadline is None else max(now, deadline)
             self._held.append((estimate, until + _HOLD_GRACE))
@@ -413,12 +420,26 @@ class RateLimiter:
         used = None if tokens is None or tokens < 0 else (cap if tokens >= cap else float(tokens))
         answered = 200 <= status < 300
         if used is not None:
-            self._estimate = max(self._estimate or 0.0, used)
+            self._report(now, used)
         elif answered:
             used = held  # spent, but not reported: the estimate stands
-            self._estimate = self._estimate or 0.0
+            if not self._reported:
+                self._report(now, 0.0)
         # The hold was charged when the request was admitted: only the difference is new.
         bucket.level = min(bucket.capacity, bucket.level + held - (used or 0.0))
+
+    def _report(self, now: float, used: float) -> None:
+        """Under the lock: remember one reply's usage for `ESTIMATE_WINDOW` seconds."""
+        while self._reported and self._reported[-1][1] <= used:
+            self._reported.pop()
+        self._reported.append((now, used))
+
+    def _estimate(self, now: float) -> float:
+        """Under the lock: what an admitted request holds: the largest usage reported in the
+        last `ESTIMATE_WINDOW` seconds, or the latest reply's when none came in it."""
+        while len(self._reported) > 1 and self._reported[0][0] <= now - ESTIMATE_WINDOW:
+            self._reported.popleft()
+        return self._reported[0][1] if self._reported else 0.0
 
     def _drop_expired(self, now: float) -> None:
         """Under the lock: forget the holds past their call's deadline (their estimate stays spent)."""

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from adapters.contract import ModelRequest
 from adapters.engine.client import HttpModelClient
 from adapters.engine.limits import (
+    ESTIMATE_WINDOW,
     HOLD_LIFETIME,
     TOKEN_SLICE,
     RateLimiter,
@@ -602,7 +603,14 @@ def simulate(
     next_step = [0] * len(steps)
     flying: dict[int, Sent] = {}
     sent: list[Sent] = []
-    largest: float | None = None  # the largest usage reported so far, as the limiter sees it
+    # Replies' (time, usage), for what the limiter holds: the largest in the last
+    # ESTIMATE_WINDOW seconds, or the latest reply's.
+    reported: list[tuple[float, float]] = []
+
+    def estimate(now: float) -> float:
+        recent = [used for when, used in reported if when > now - ESTIMATE_WINDOW]
+        return max(recent) if recent else (reported[-1][1] if reported else 0.0)
+
     for worker, own in enumerate(steps):
         if own:
             push(0.0, worker, "admit")
@@ -619,7 +627,7 @@ def simulate(
                 continue
             deadline = at + call_deadline
             tokens = steps[worker][next_step[worker]]
-            held = 0.0 if largest is None else largest
+            held = estimate(at)
             out = sum(max(0.0, f.tokens - f.held) for f in flying.values())
             flying[worker] = Sent(at, tokens, held, out)
             sent.append(flying[worker])
@@ -633,7 +641,7 @@ def simulate(
         else:
             done = flying.pop(worker)
             rl.observe(200, {}, tokens=done.tokens)
-            largest = max(largest or 0.0, float(done.tokens))
+            reported.append((at, float(done.tokens)))
             next_step[worker] += 1
             if next_step[worker] < len(steps[worker]):
                 push(at, worker, "admit")
@@ -843,3 +851,28 @@ def test_concurrent_workers_against_a_server_stay_within_the_token_budget() -> N
         # Sends come a little after their admission on a busy machine: 50 ms of slack.
         allowed = 4_000 + 4_000 * (at - arrivals[0] + 0.05) + 400
         assert 400 * (j + 1) <= allowed, (j, at - arrivals[0])
+
+
+def test_one_huge_reply_spaces_requests_for_about_a_minute_not_for_the_rest_of_the_run() -> None:
+    """Holds follow the largest usage of the last minute: a reply reporting a minute of the
+    budget (a huge step, or a hostile server's count) no longer keeps every later request
+    holding that much, one request at a time, for the whole run."""
+    clock = Clock()
+    rl = limiter(clock, tokens_per_minute=60_000)  # a bucket of 1,000
+
+    def admitted_now() -> int:
+        count = 0
+        while rl.admit() == 0.0:
+            count += 1
+        for _ in range(count):
+            rl.release()
+        return count
+
+    assert rl.admit() == 0.0
+    rl.observe(200, {}, tokens=10**12)  # charged as one minute of the budget
+    clock.t += 61.0
+    assert admitted_now() == 1  # the huge one is still the latest reply
+    assert rl.admit() == 0.0
+    rl.observe(200, {}, tokens=500)
+    clock.t += 2.0
+    assert admitted_now() == 3  # holds of 500 again: the bucket's 1,000 and one into debt
