@@ -24,9 +24,9 @@ from adapters.accounting.budget import Budget, Reservation
 from adapters.accounting.cost import UsageTotals, step_cost, step_tokens
 from adapters.accounting.prices import PriceTable, default_prices
 from adapters.contract import ModelClient, ModelRequest, ModelResponse, Usage
-from adapters.engine.client import HttpModelClient
+from adapters.engine.client import HttpModelClient, billed_of
 from adapters.engine.server_limits import body_size_of, fit_request
-from adapters.errors import AgentBusyError, BudgetExceeded, ModelCallError, error_line
+from adapters.errors import AgentBusyError, BudgetExceeded, error_line
 from adapters.registry import client_for
 from adapters.trajectories.jsonl import Recorder, StepRecord
 from osharm_core import (
@@ -378,6 +378,9 @@ class PromptAgent:
                 self._log_failure(exc, time.perf_counter() - started)
                 self._charge_failed(pending, exc, held)
                 raise
+            except BaseException as exc:  # cancelled, timed out, Ctrl-C: charged all the same
+                self._charge_failed(pending, exc, held)
+                raise
             return self._finish(pending, response, time.perf_counter() - started, held)
         finally:
             if held is not None:
@@ -411,6 +414,9 @@ class PromptAgent:
                 response = await self.client.acomplete(pending.model_request)
             except Exception as exc:
                 self._log_failure(exc, time.perf_counter() - started)
+                self._charge_failed(pending, exc, held)
+                raise
+            except BaseException as exc:  # cancelled, timed out, Ctrl-C: charged all the same
                 self._charge_failed(pending, exc, held)
                 raise
             return self._finish(pending, response, time.perf_counter() - started, held)
@@ -568,8 +574,8 @@ class PromptAgent:
     def _charge_failed(
         self, pending: _Pending, error: BaseException, held: Reservation | None
     ) -> None:
-        """Charge the 2xx replies a failed call got (`ModelCallError.billed`), settling `held`."""
-        billed = error.billed if isinstance(error, ModelCallError) else ()
+        """Charge the 2xx replies a failed or interrupted call got (`billed_of`), settling `held`."""
+        billed = billed_of(error)
         if not billed:
             return
         step = self._billed(pending, billed, held, f"Step {len(pending.state) + 1} failed")

@@ -481,6 +481,35 @@ def _forget_loop(
             held._own_async.pop(owner, None)
 
 
+#: Where a call's 2xx replies that gave no step ride on an exception that is not a
+#: `ModelCallError` (a cancel, an episode's timeout, Ctrl-C): see `billed_of`.
+_BILLED: Final = "osharm_billed"
+
+
+@contextlib.contextmanager
+def _billed_on_the_way_out(run: _Run) -> Iterator[None]:
+    """Around a call: an exception other than a `ModelCallError` ending it (which carries its
+    own `billed`) takes along the 2xx replies its tries got, so they are still charged."""
+    try:
+        yield
+    except ModelCallError:
+        raise
+    except BaseException as exc:
+        if run.billed:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(exc, _BILLED, tuple(run.billed))
+        raise
+
+
+def billed_of(error: BaseException) -> tuple[Usage, ...]:
+    """The 2xx replies a failed or interrupted call got that gave no step (each may have been
+    billed): a `ModelCallError`'s `billed`, or those riding on a cancel or timeout."""
+    if isinstance(error, ModelCallError):
+        return error.billed
+    billed = getattr(error, _BILLED, ())
+    return billed if isinstance(billed, tuple) else ()
+
+
 class HttpModelClient:
     """A `ModelClient` that drives one `Provider` over httpx, sync or async.
 
@@ -555,18 +584,19 @@ class HttpModelClient:
             for wait in self._admission(None):
                 time.sleep(wait)
             run.admit()
-        while run.pending is not None:
-            try:
-                for attempt in stamina.retry_context(**run.retrying()):
-                    with attempt, run.trying():
-                        self._turn(run, time.sleep)
-                        with self._releasing():
-                            outcome = self._send(client, run)
-                        reply = self._received(run, outcome)
-            except ModelCallError as error:
-                run.settle(error)
-            else:
-                run.settle(reply)
+        with _billed_on_the_way_out(run):
+            while run.pending is not None:
+                try:
+                    for attempt in stamina.retry_context(**run.retrying()):
+                        with attempt, run.trying():
+                            self._turn(run, time.sleep)
+                            with self._releasing():
+                                outcome = self._send(client, run)
+                            reply = self._received(run, outcome)
+                except ModelCallError as error:
+                    run.settle(error)
+                else:
+                    run.settle(reply)
         return run.result()
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
@@ -577,19 +607,20 @@ class HttpModelClient:
             for wait in self._admission(None):
                 await asyncio.sleep(wait)
             run.admit()
-        while run.pending is not None:
-            try:
-                async for attempt in stamina.retry_context(**run.retrying()):
-                    with attempt, run.trying():
-                        if self.limiter is not None:
-                            await self._aturn(run)
-                        with self._releasing():
-                            answer = await self._asend(client, run)
-                        reply = self._received(run, answer)
-            except ModelCallError as error:
-                run.settle(error)
-            else:
-                run.settle(reply)
+        with _billed_on_the_way_out(run):
+            while run.pending is not None:
+                try:
+                    async for attempt in stamina.retry_context(**run.retrying()):
+                        with attempt, run.trying():
+                            if self.limiter is not None:
+                                await self._aturn(run)
+                            with self._releasing():
+                                answer = await self._asend(client, run)
+                            reply = self._received(run, answer)
+                except ModelCallError as error:
+                    run.settle(error)
+                else:
+                    run.settle(reply)
         return run.result()
 
     # -- helpers ------------------------------------------------------------

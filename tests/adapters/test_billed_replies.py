@@ -438,3 +438,33 @@ def test_a_run_summary_shows_estimated_tokens_but_no_per_kind_counts() -> None:
         None,
         2_000,
     )
+
+
+def test_a_call_cancelled_after_a_billed_reply_still_charges_it(
+    server: LoopbackServer, instant_retries: None
+) -> None:
+    """A 200 cut off mid-body, then the retry outlasts the episode's time limit: the
+    cancelled call's cut reply is charged as a failed call's would be (it was dropped)."""
+    body = chat_completion(CLICK, prompt_tokens=4_000, completion_tokens=150)
+    server.enqueue(Reply(200, body, drop=True), Reply(200, body, delay=3.0))
+    budget = Budget(max_run_tokens=10**6)
+    agent = PromptAgent(
+        model="compat/m",
+        observation_type="a11y_tree",
+        action_space="pyautogui",
+        client=loopback_client("compat/m", server.base_url + "/v1"),
+        budget=budget,
+    )
+
+    async def step_with_a_time_limit() -> None:
+        async with asyncio.timeout(1.0):
+            await agent.apredict("Click it", OBS)
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(step_with_a_time_limit())
+    totals = agent.usage_totals
+    assert (totals.steps, totals.failed_steps, totals.estimated_steps) == (1, 1, 1)
+    assert totals.tokens > 0
+    assert budget.run_totals == totals
+    assert budget.in_flight == 0
+    server.reset()
