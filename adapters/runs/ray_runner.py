@@ -200,8 +200,10 @@ class LimiterActor:
 class RayLimiter:
     """A `Limiter` that is a handle to the cluster's `LimiterActor` (picklable, so it travels)."""
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, *, counts_tokens: bool = True) -> None:
         self.actor = actor
+        # Without a token budget there is no room to ask for: no round trip for it per try.
+        self.counts_tokens = counts_tokens
 
     def reserve(self, *, deadline: float | None = None, provider: str = "") -> float:
         """Ask the limiter actor for a turn (blocks for the round trip, never for the wait)."""
@@ -214,12 +216,16 @@ class RayLimiter:
 
     def admit(self, *, deadline: float | None = None) -> float:
         """Ask the limiter actor for room in the token budget (blocks for the round trip only)."""
+        if not self.counts_tokens:
+            return 0.0
         left = None if deadline is None else deadline - time.monotonic()
         with _reaching("rate limiter"):
             return float(_ray().get(self.actor.admit.remote(left)))
 
     def release(self) -> None:
         """Give the room back (without waiting for the actor to take note)."""
+        if not self.counts_tokens:
+            return
         with _reaching("rate limiter"):
             self.actor.release.remote()
 
@@ -615,7 +621,7 @@ def run_task_list_on_ray(
                 requests_per_minute, tokens_per_minute
             )
             spawned.append(holder)
-            limiter = RayLimiter(holder)
+            limiter = RayLimiter(holder, counts_tokens=tokens_per_minute is not None)
         run_caps = None
         if budget is not None and (budget.max_run_tokens, budget.max_run_cost) != (None, None):
             run_caps = ray.remote(num_cpus=0)(BudgetActor).remote(

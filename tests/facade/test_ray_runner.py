@@ -52,7 +52,12 @@ from tests.facade.test_environments import serve_vm, vm_server  # noqa: F401  (t
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed (pip install 'osharm-core[ray]')"
 )
-from adapters.runs.ray_runner import _Raised, _sendable, run_task_list_on_ray  # noqa: E402
+from adapters.runs.ray_runner import (  # noqa: E402
+    RayLimiter,
+    _Raised,
+    _sendable,
+    run_task_list_on_ray,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = AgentConfig(model="m", observation_type="a11y_tree", action_space="pyautogui")
@@ -961,3 +966,11 @@ def test_ray_init_leaves_the_sigterm_handler_it_found(
         assert signal.getsignal(signal.SIGTERM) is ours
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_limiter_handle_without_a_token_budget_asks_the_actor_nothing_for_room() -> None:
+    """Without --tokens-per-minute there is no room to ask for: admit and release make no
+    round trip to the actor (each try made one blocking call for nothing)."""
+    handle = RayLimiter(object(), counts_tokens=False)  # an actor with no methods at all
+    assert handle.admit(deadline=None) == 0.0
+    handle.release()
