@@ -47,6 +47,17 @@ COMPUTER = "anthropic-computer/claude-sonnet-4"
 BILLED_COST = 0.18
 
 
+def _tree_agent(model: str, client: Any, budget: Budget) -> PromptAgent:
+    """An a11y_tree / pyautogui agent of `model` under `budget`."""
+    return PromptAgent(
+        model=model,
+        observation_type="a11y_tree",
+        action_space="pyautogui",
+        client=client,
+        budget=budget,
+    )
+
+
 def _undecodable_tool_use() -> dict[str, Any]:
     """A computer tool_use pressing a key pyautogui has no name for: billed, undecodable."""
     body = anthropic_message("")
@@ -282,13 +293,7 @@ def test_bodies_cut_off_and_retried_are_each_charged(
     server.enqueue(Reply(200, body, drop=True), Reply(200, body, drop=True), Reply(200, body))
     budget = Budget(max_run_tokens=10**6)
     client = loopback_client("compat/m", server.base_url + "/v1")
-    agent = PromptAgent(
-        model="compat/m",
-        observation_type="a11y_tree",
-        action_space="pyautogui",
-        client=client,
-        budget=budget,
-    )
+    agent = _tree_agent("compat/m", client, budget)
     _step(agent, mode)
     assert len(server.requests) == 3
     totals = agent.usage_totals
@@ -359,13 +364,7 @@ def test_an_estimate_is_never_below_the_largest_step_charged() -> None:
 
 def test_a_failed_call_with_no_2xx_reply_still_gives_its_place_back() -> None:
     budget = Budget(max_run_tokens=100)
-    agent = PromptAgent(
-        model="gpt-4o",
-        observation_type="a11y_tree",
-        action_space="pyautogui",
-        client=FakeClient(),
-        budget=budget,
-    )
+    agent = _tree_agent("gpt-4o", FakeClient(), budget)
     with pytest.raises(ModelCallError):
         agent.predict("Do it", OBS)
     assert (budget.in_flight, budget.run_totals.steps, agent.usage_totals.steps) == (0, 0, 0)
@@ -407,13 +406,7 @@ def test_a_token_cap_stops_at_a_step_whose_usage_was_not_reported(
     server.enqueue(Reply(200, body))
     budget = Budget(max_episode_tokens=1_000)
     client = loopback_client("compat/m", server.base_url + "/v1", retry=RetryPolicy(attempts=1))
-    agent = PromptAgent(
-        model="compat/m",
-        observation_type="a11y_tree",
-        action_space="pyautogui",
-        client=client,
-        budget=budget,
-    )
+    agent = _tree_agent("compat/m", client, budget)
     _step(agent, mode)
     with pytest.raises(BudgetExceeded) as caught:
         _step(agent, mode)
@@ -448,13 +441,7 @@ def test_a_call_cancelled_after_a_billed_reply_still_charges_it(
     body = chat_completion(CLICK, prompt_tokens=4_000, completion_tokens=150)
     server.enqueue(Reply(200, body, drop=True), Reply(200, body, delay=3.0))
     budget = Budget(max_run_tokens=10**6)
-    agent = PromptAgent(
-        model="compat/m",
-        observation_type="a11y_tree",
-        action_space="pyautogui",
-        client=loopback_client("compat/m", server.base_url + "/v1"),
-        budget=budget,
-    )
+    agent = _tree_agent("compat/m", loopback_client("compat/m", server.base_url + "/v1"), budget)
 
     async def step_with_a_time_limit() -> None:
         async with asyncio.timeout(1.0):
