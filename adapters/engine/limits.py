@@ -12,7 +12,7 @@ Limits come from two places:
   token buckets holding one second's worth (so a burst never exceeds what
   the provider refills in a second). Requests in flight count against the
   token budget: each admitted one holds an estimate of its tokens (the
-  largest usage a reply reported in the last minute) until its reply's real usage replaces
+  largest usage reported in the minute up to the latest reply) until its reply's real usage replaces
   it, so concurrent workers are spaced instead of all going while the budget
   looks untouched; until a reply has reported usage, one request goes at a time;
 * what the provider says, when it says it: OpenAI's
@@ -206,7 +206,7 @@ class RateLimiter:
     `requests_per_minute` and `tokens_per_minute` are the budgets you know
     (either may be `None`: then only the provider's headers limit). A request
     is admitted (`admit`) while the token budget is not in debt, and then holds
-    the largest usage reported in the last minute until its reply's usage is charged in its
+    the largest usage reported in the minute up to the latest reply until its reply's usage is charged in its
     place (`observe`) or it is given back (`release`). `burst` is how many requests
     may go at once after a quiet spell (default: one second's worth, at least 1).
     `max_pause` caps any pause a header asks for (a reply's reported usage, and
@@ -262,9 +262,9 @@ class RateLimiter:
         self._left_until = start
         # What admitted requests not yet answered hold: (estimate, when it is dropped), oldest first.
         self._held: list[tuple[float, float]] = []
-        # (when, usage) of replies in the last ESTIMATE_WINDOW, each smaller than every one
-        # before it (so the first is the window's largest), the latest always kept; empty: no
-        # request answered yet.
+        # (when, usage) of replies in the ESTIMATE_WINDOW up to the latest one, each smaller
+        # than every one before it (so the first is the window's largest, the last the latest
+        # reply's); empty: no request answered yet.
         self._reported: deque[tuple[float, float]] = deque()
         self.waits = 0
         self.pauses = 0
@@ -321,8 +321,8 @@ class RateLimiter:
         """Ask for room in the token budget; the seconds to wait before asking again (0: admitted).
 
         A request is admitted while the budget is not in debt, and it then holds
-        the largest usage reported in the last `ESTIMATE_WINDOW` seconds (the latest
-        reply's when none came in it; at most a minute of the budget) until
+        the largest usage reported in the `ESTIMATE_WINDOW` seconds up to the latest
+        reply (at most a minute of the budget) until
         `observe` charges its reply's usage instead or `release` gives it back,
         so requests in flight count. Until a reply has reported usage, one
         request goes at a time. Otherwise the wait is until the debt is paid off,
@@ -343,7 +343,7 @@ class RateLimiter:
             wait = self._tokens.wait_for(0.0)
             if wait > _EARLY_WAKE:  # (a waiter's clock lands a hair short of a refill it slept for)
                 return min(wait, TOKEN_SLICE)
-            estimate = self._estimate(now)
+            estimate = self._estimate()
             self._tokens.level -= estimate
             until = now + HOLD_LIFETIME if deadline is None else max(now, deadline)
             self._held.append((estimate, until + _HOLD_GRACE))
@@ -429,16 +429,18 @@ class RateLimiter:
         bucket.level = min(bucket.capacity, bucket.level + held - (used or 0.0))
 
     def _report(self, now: float, used: float) -> None:
-        """Under the lock: remember one reply's usage for `ESTIMATE_WINDOW` seconds."""
+        """Under the lock: remember one reply's usage until replies have come for
+        `ESTIMATE_WINDOW` seconds after it."""
         while self._reported and self._reported[-1][1] <= used:
             self._reported.pop()
         self._reported.append((now, used))
-
-    def _estimate(self, now: float) -> float:
-        """Under the lock: what an admitted request holds: the largest usage reported in the
-        last `ESTIMATE_WINDOW` seconds, or the latest reply's when none came in it."""
-        while len(self._reported) > 1 and self._reported[0][0] <= now - ESTIMATE_WINDOW:
+        while self._reported[0][0] <= now - ESTIMATE_WINDOW:
             self._reported.popleft()
+
+    def _estimate(self) -> float:
+        """Under the lock: what an admitted request holds: the largest usage reported in the
+        `ESTIMATE_WINDOW` seconds up to the latest reply (a quiet spell changes nothing:
+        a lull's first requests hold what the last busy minute's did)."""
         return self._reported[0][1] if self._reported else 0.0
 
     def _drop_expired(self, now: float) -> None:

@@ -603,13 +603,15 @@ def simulate(
     next_step = [0] * len(steps)
     flying: dict[int, Sent] = {}
     sent: list[Sent] = []
-    # Replies' (time, usage), for what the limiter holds: the largest in the last
-    # ESTIMATE_WINDOW seconds, or the latest reply's.
+    # Replies' (time, usage), for what the limiter holds: the largest in the
+    # ESTIMATE_WINDOW seconds up to the latest reply.
     reported: list[tuple[float, float]] = []
 
-    def estimate(now: float) -> float:
-        recent = [used for when, used in reported if when > now - ESTIMATE_WINDOW]
-        return max(recent) if recent else (reported[-1][1] if reported else 0.0)
+    def estimate() -> float:
+        if not reported:
+            return 0.0
+        latest = reported[-1][0]
+        return max(used for when, used in reported if when > latest - ESTIMATE_WINDOW)
 
     for worker, own in enumerate(steps):
         if own:
@@ -627,7 +629,7 @@ def simulate(
                 continue
             deadline = at + call_deadline
             tokens = steps[worker][next_step[worker]]
-            held = estimate(at)
+            held = estimate()
             out = sum(max(0.0, f.tokens - f.held) for f in flying.values())
             flying[worker] = Sent(at, tokens, held, out)
             sent.append(flying[worker])
@@ -861,9 +863,7 @@ def test_one_huge_reply_spaces_requests_for_about_a_minute_not_for_the_rest_of_t
     rl = limiter(clock, tokens_per_minute=60_000)  # a bucket of 1,000
 
     def admitted_now() -> int:
-        count = 0
-        while rl.admit() == 0.0:
-            count += 1
+        count = [rl.admit() for _ in range(32)].count(0.0)
         for _ in range(count):
             rl.release()
         return count
@@ -871,8 +871,24 @@ def test_one_huge_reply_spaces_requests_for_about_a_minute_not_for_the_rest_of_t
     assert rl.admit() == 0.0
     rl.observe(200, {}, tokens=10**12)  # charged as one minute of the budget
     clock.t += 61.0
-    assert admitted_now() == 1  # the huge one is still the latest reply
+    assert admitted_now() == 1  # no reply since: the huge one still counts
     assert rl.admit() == 0.0
     rl.observe(200, {}, tokens=500)
     clock.t += 2.0
     assert admitted_now() == 3  # holds of 500 again: the bucket's 1,000 and one into debt
+
+
+def test_a_quiet_spell_keeps_what_requests_hold() -> None:
+    """After a lull (every worker resetting its VM), the waiting workers are admitted as the
+    last busy minute's replies say, not all at once on a last reply that reported little."""
+    clock = Clock()
+    rl = limiter(clock, tokens_per_minute=200_000)
+    for _ in range(5):
+        assert rl.admit() == 0.0
+        rl.observe(200, {}, tokens=30_000)
+        clock.t += 10.0
+    assert rl.admit() == 0.0
+    rl.observe(200, {}, tokens=0)  # a reply reporting nothing used
+    clock.t += 600.0
+    admitted = [rl.admit() for _ in range(32)].count(0.0)
+    assert admitted == 1  # each holds 30,000: the bucket's 3,333 lets one in (was all 32)
