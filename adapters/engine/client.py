@@ -831,6 +831,12 @@ class HttpModelClient:
             if response is None:
                 raise
             raise self._unread(run, response, error) from None
+        except BaseException:
+            # Cancelled (an episode's time limit) with a 2xx reply's body under way: the
+            # provider may bill it; its usage was not read (see `_billed_on_the_way_out`).
+            if response is not None and 200 <= response.status_code < 300:
+                run.billed.append(Usage())
+            raise
         finally:
             if response is not None:
                 await response.aclose()

@@ -455,3 +455,24 @@ def test_a_call_cancelled_after_a_billed_reply_still_charges_it(
     assert budget.run_totals == totals
     assert budget.in_flight == 0
     server.reset()
+
+
+def test_a_call_cancelled_while_a_2xx_body_arrives_charges_it(server: LoopbackServer) -> None:
+    """An episode's time limit lands while a 200 reply's body is still coming: the provider
+    bills that reply as it does one the call's own deadline cuts off, so it is charged too."""
+    body = chat_completion(CLICK, prompt_tokens=4_000, completion_tokens=150)
+    server.enqueue(Reply(200, body, trickle=0.5))
+    budget = Budget(max_run_tokens=10**6)
+    agent = _tree_agent("compat/m", loopback_client("compat/m", server.base_url + "/v1"), budget)
+
+    async def step_with_a_time_limit() -> None:
+        async with asyncio.timeout(1.0):
+            await agent.apredict("Click it", OBS)
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(step_with_a_time_limit())
+    totals = agent.usage_totals
+    assert (totals.steps, totals.failed_steps, totals.estimated_steps) == (1, 1, 1)
+    assert budget.run_totals == totals
+    assert budget.in_flight == 0
+    server.reset()
