@@ -261,7 +261,8 @@ def _tree_text(data: bytes, name: str | None, step: int) -> str:
     except UnicodeDecodeError as exc:
         raise TrajectoryError(
             f"step {step}: its accessibility tree {excerpt(name)} is not UTF-8 text ({exc}), "
-            "so it is not the tree the step sent"
+            "as trees are saved, so it cannot be read as the tree the step sent (a folder "
+            "written before trees were saved as UTF-8 keeps them as the environment gave them)"
         ) from None
 
 
