@@ -433,13 +433,10 @@ def test_a_run_summary_shows_estimated_tokens_but_no_per_kind_counts() -> None:
     )
 
 
-def test_a_call_cancelled_after_a_billed_reply_still_charges_it(
-    server: LoopbackServer, instant_retries: None
-) -> None:
-    """A 200 cut off mid-body, then the retry outlasts the episode's time limit: the
-    cancelled call's cut reply is charged as a failed call's would be (it was dropped)."""
-    body = chat_completion(CLICK, prompt_tokens=4_000, completion_tokens=150)
-    server.enqueue(Reply(200, body, drop=True), Reply(200, body, delay=3.0))
+def _cut_by_a_time_limit(server: LoopbackServer, *replies: Reply) -> None:
+    """One step whose call the episode's time limit (1 s) cancels, the server giving
+    `replies`: exactly one estimated failed reply is charged, and nothing stays in flight."""
+    server.enqueue(*replies)
     budget = Budget(max_run_tokens=10**6)
     agent = _tree_agent("compat/m", loopback_client("compat/m", server.base_url + "/v1"), budget)
 
@@ -457,22 +454,17 @@ def test_a_call_cancelled_after_a_billed_reply_still_charges_it(
     server.reset()
 
 
+def test_a_call_cancelled_after_a_billed_reply_still_charges_it(
+    server: LoopbackServer, instant_retries: None
+) -> None:
+    """A 200 cut off mid-body, then the retry outlasts the episode's time limit: the
+    cancelled call's cut reply is charged as a failed call's would be (it was dropped)."""
+    body = chat_completion(CLICK, prompt_tokens=4_000, completion_tokens=150)
+    _cut_by_a_time_limit(server, Reply(200, body, drop=True), Reply(200, body, delay=3.0))
+
+
 def test_a_call_cancelled_while_a_2xx_body_arrives_charges_it(server: LoopbackServer) -> None:
     """An episode's time limit lands while a 200 reply's body is still coming: the provider
     bills that reply as it does one the call's own deadline cuts off, so it is charged too."""
     body = chat_completion(CLICK, prompt_tokens=4_000, completion_tokens=150)
-    server.enqueue(Reply(200, body, trickle=0.5))
-    budget = Budget(max_run_tokens=10**6)
-    agent = _tree_agent("compat/m", loopback_client("compat/m", server.base_url + "/v1"), budget)
-
-    async def step_with_a_time_limit() -> None:
-        async with asyncio.timeout(1.0):
-            await agent.apredict("Click it", OBS)
-
-    with pytest.raises(TimeoutError):
-        asyncio.run(step_with_a_time_limit())
-    totals = agent.usage_totals
-    assert (totals.steps, totals.failed_steps, totals.estimated_steps) == (1, 1, 1)
-    assert budget.run_totals == totals
-    assert budget.in_flight == 0
-    server.reset()
+    _cut_by_a_time_limit(server, Reply(200, body, trickle=0.5))

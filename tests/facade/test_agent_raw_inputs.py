@@ -17,6 +17,16 @@ NOTES = load("mousepad_notes")
 PY = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
 
 
+def _recording_agent(observation_type: str, client: FakeClient, folder: Path) -> PromptAgent:
+    """A pyautogui agent recording its steps into `folder`."""
+    return PromptAgent(
+        observation_type=observation_type,
+        action_space="pyautogui",
+        client=client,
+        recorder=TrajectoryRecorder(folder),
+    )
+
+
 @pytest.mark.parametrize("codec", ["utf-8", "utf-16"])
 @pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
 def test_a_memoryview_screenshot_and_a_bytes_tree_are_recorded(
@@ -28,12 +38,7 @@ def test_a_memoryview_screenshot_and_a_bytes_tree_are_recorded(
     assert isinstance(png, bytes)
     assert isinstance(xml, str)
     client = FakeClient([PY])
-    agent = PromptAgent(
-        observation_type="screenshot_a11y_tree",
-        action_space="pyautogui",
-        client=client,
-        recorder=TrajectoryRecorder(tmp_path),
-    )
+    agent = _recording_agent("screenshot_a11y_tree", client, tmp_path)
     agent.predict("t", {"screenshot": wrap(png), "accessibility_tree": wrap(xml.encode(codec))})
     [entry] = read_trajectory(tmp_path)
     assert (entry.screenshot, entry.accessibility_tree) == ("step_0001.png", "step_0001.xml")
@@ -45,12 +50,7 @@ def test_a_memoryview_screenshot_and_a_bytes_tree_are_recorded(
 def test_an_unused_tree_that_is_not_text_is_left_out(tmp_path: Path) -> None:
     """A tree the observation type does not use, and that no encoding reads, is not recorded
     (the step never read it) and does not stop the step."""
-    agent = PromptAgent(
-        observation_type="screenshot",
-        action_space="pyautogui",
-        client=FakeClient([PY]),
-        recorder=TrajectoryRecorder(tmp_path),
-    )
+    agent = _recording_agent("screenshot", FakeClient([PY]), tmp_path)
     shot = NOTES["screenshot"]
     agent.predict("t", {"screenshot": memoryview(shot), "accessibility_tree": b"<a>\xff</a>"})
     [entry] = read_trajectory(tmp_path)
@@ -68,12 +68,7 @@ def test_an_observation_built_with_a_bytes_tree_is_recorded_as_text(
     assert isinstance(png, bytes)
     assert isinstance(xml, str)
     client = FakeClient([PY])
-    agent = PromptAgent(
-        observation_type="screenshot_a11y_tree",
-        action_space="pyautogui",
-        client=client,
-        recorder=TrajectoryRecorder(tmp_path),
-    )
+    agent = _recording_agent("screenshot_a11y_tree", client, tmp_path)
     observation = Observation(screenshot=png, accessibility_tree=wrap(xml.encode(codec)))
     assert agent.predict("t", observation) == (PY, ["pyautogui.click(19, 31)"])
     [entry] = read_trajectory(tmp_path)
@@ -87,12 +82,7 @@ def test_an_observation_built_with_an_undecodable_unused_tree_is_recorded_withou
 ) -> None:
     """A hand-built `Observation` whose unused tree no encoding reads records the step
     without the tree, as a dict does."""
-    agent = PromptAgent(
-        observation_type="screenshot",
-        action_space="pyautogui",
-        client=FakeClient([PY]),
-        recorder=TrajectoryRecorder(tmp_path),
-    )
+    agent = _recording_agent("screenshot", FakeClient([PY]), tmp_path)
     shot = NOTES["screenshot"]
     agent.predict("t", Observation(screenshot=shot, accessibility_tree=b"<a>\xff</a>"))
     [entry] = read_trajectory(tmp_path)
