@@ -28,7 +28,7 @@ from adapters.engine.client import HttpModelClient, billed_of
 from adapters.engine.server_limits import body_size_of, fit_request
 from adapters.errors import AgentBusyError, BudgetExceeded, error_line
 from adapters.registry import client_for
-from adapters.trajectories.jsonl import Recorder, StepRecord
+from adapters.trajectories.jsonl import Recorder, StepRecord, part_bytes, tree_part
 from osharm_core import (
     MAX_ACTIONS_PER_REPLY,
     Action,
@@ -39,9 +39,7 @@ from osharm_core import (
     code_actions,
     thaw,
 )
-from osharm_core.accessibility import tree_text
 from osharm_core.budget import count_tokens
-from osharm_core.errors import AccessibilityTreeError
 from osharm_core.observation import PNG_SIGNATURE, Observation
 from osharm_core.prompts import system_prompt
 from osharm_core.scaling import effective_scaling
@@ -88,18 +86,11 @@ def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
     tree: object = (
         obs.accessibility_tree if isinstance(obs, Observation) else obs.get("accessibility_tree")
     )
-    try:
-        png = bytes(shot) if isinstance(shot, bytes | bytearray | memoryview) else None
-    except ValueError:  # a released memoryview the step did not use
-        png = None
-    if isinstance(tree, bytes | bytearray | memoryview):
-        try:
-            tree = tree_text(tree)
-        except (AccessibilityTreeError, ValueError):
-            tree = None  # one the step did not use: it would have refused it
+    png, text = part_bytes(shot), tree_part(tree)
+    # Bytes no encoding reads are a tree the step did not use: it would have refused it.
     return Observation(
         screenshot=png if png is not None and png.startswith(PNG_SIGNATURE) else None,
-        accessibility_tree=tree if isinstance(tree, str) else None,
+        accessibility_tree=text if isinstance(text, str) else None,
     )
 
 

@@ -48,7 +48,8 @@ from osharm_core import (
     StoredAction,
     thaw,
 )
-from osharm_core.errors import excerpt
+from osharm_core.accessibility import tree_text
+from osharm_core.errors import AccessibilityTreeError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
@@ -469,6 +470,31 @@ def _json_line(value: Any, what: str) -> bytes:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: \uXXXX escapes round-trip them
         return (json.dumps(value, allow_nan=False) + "\n").encode("ascii")
+
+
+def part_bytes(value: object) -> bytes | None:
+    """A bytes-like observation part (bytes, bytearray, memoryview) as bytes; else `None`."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        return None
+    try:
+        return bytes(value)
+    except ValueError:  # a released memoryview: nothing left to read
+        return None
+
+
+def tree_part(value: object) -> str | bytes | None:
+    """An observation's tree as the text the agent read: a str as given, bytes-like decoded as
+    their BOM or XML declaration says (`tree_text`); bytes no encoding reads stay raw bytes
+    (the agent refuses them, the folder keeps what the environment gave)."""
+    if isinstance(value, str):
+        return value
+    data = part_bytes(value)
+    if data is None:
+        return None
+    try:
+        return tree_text(data)
+    except AccessibilityTreeError:
+        return data
 
 
 def _utf8(text: str | None) -> bytes | None:

@@ -68,9 +68,11 @@ from adapters.trajectories.jsonl import (
     _optional_value,
     _read_regular,
     _utf8,
+    part_bytes,
     record_json,
     text_lines,
     too_many_steps,
+    tree_part,
 )
 from osharm_core import (
     MAX_ACTIONS_PER_REPLY,
@@ -81,7 +83,6 @@ from osharm_core import (
     linearize_accessibility_tree,
     thaw,
 )
-from osharm_core.accessibility import tree_text
 from osharm_core.errors import excerpt, is_finite_number, number_excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
@@ -218,31 +219,6 @@ def _append(path: Path, line: bytes) -> None:
         _fsync_append(path, line)
     except OSError as exc:
         raise TrajectoryError(f"cannot append to {path}: {_reason(exc)}") from None
-
-
-def _part_bytes(value: object) -> bytes | None:
-    """A bytes-like observation part (bytes, bytearray, memoryview) as bytes; else `None`."""
-    if not isinstance(value, bytes | bytearray | memoryview):
-        return None
-    try:
-        return bytes(value)
-    except ValueError:  # a released memoryview: nothing left to read
-        return None
-
-
-def _tree_part(value: object) -> str | bytes | None:
-    """An observation's tree as the text the agent read: a str as given, bytes-like decoded as
-    their BOM or XML declaration says (`tree_text`); bytes no encoding reads stay raw bytes
-    (the agent refuses them, the folder keeps what the environment gave)."""
-    if isinstance(value, str):
-        return value
-    data = _part_bytes(value)
-    if data is None:
-        return None
-    try:
-        return tree_text(data)
-    except AccessibilityTreeError:
-        return data
 
 
 def _forget_judgments(directory: Path) -> None:
@@ -428,14 +404,14 @@ class ResultWriter:
 
     def _save(self, name: str, observation: Mapping[str, Any]) -> str | None:
         """The observation's screenshot as `name` and its tree beside it (same stem, .xml), in
-        UTF-8 as the agent read it (see `_tree_part`); returns `name`, or `None` when the
+        UTF-8 as the agent read it (see `tree_part`); returns `name`, or `None` when the
         observation had no screenshot (then no step names one).
 
         A file of that name left by an earlier action of the step (same second) is removed
         when this observation has no such part, so the step's files are its own.
         """
-        png = _part_bytes(observation.get("screenshot"))
-        tree = _tree_part(observation.get("accessibility_tree"))
+        png = part_bytes(observation.get("screenshot"))
+        tree = tree_part(observation.get("accessibility_tree"))
         xml = _utf8(tree) if isinstance(tree, str) else tree
         self.last_screenshot = None if png is None else name
         files = ((name, png), (name.removesuffix(".png") + ".xml", xml))
@@ -459,7 +435,7 @@ class ResultWriter:
     ) -> None:
         """Add one model call to better_log.json (rewritten whole, atomically); a deferred
         writer's first reply that was not replayed (`prepaid`) claims its folder."""
-        tree = _tree_part(observation.get("accessibility_tree"))
+        tree = tree_part(observation.get("accessibility_tree"))
         known, self.linearized = self.linearized, None
         linear = None
         if isinstance(tree, str) and tree:
