@@ -140,16 +140,25 @@ def error_text(text: str) -> str:
 #: C0 and C1 control characters, DEL, the Unicode line and paragraph separators, and the
 #: bidirectional overrides and isolates: what a terminal acts on (escape sequences, bells),
 #: a reader of the output takes for a new line, or what makes a line read otherwise than it is.
-CONTROL_CHARACTERS: Final = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-_CONTROLS: Final = (
-    *range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
+_CONTROL_RANGES: Final = (
+    (0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029), (0x202A, 0x202E), (0x2066, 0x2069),
 )  # fmt: skip
+
+
+def _codes(ranges: Iterable[tuple[int, int]]) -> list[int]:
+    return [code for first, last in ranges for code in range(first, last + 1)]
+
+
+def _any_of(ranges: Iterable[tuple[int, int]]) -> re.Pattern[str]:
+    return re.compile("[" + "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges) + "]")
+
+
+CONTROL_CHARACTERS: Final = _any_of(_CONTROL_RANGES)
 # Each control as its Python escape (`\x1b`, `\n`, `\u202e`): one C-speed `str.translate`
 # pass, however many controls a hostile text holds.
-_AS_ESCAPES: Final = {c: chr(c).encode("unicode_escape").decode("ascii") for c in _CONTROLS}
+_AS_ESCAPES: Final = {
+    code: chr(code).encode("unicode_escape").decode("ascii") for code in _codes(_CONTROL_RANGES)
+}
 
 
 def printable(text: str, *, keep: str = "") -> str:
@@ -171,11 +180,11 @@ def printable(text: str, *, keep: str = "") -> str:
 
 
 # What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal or a reader acts on:
-# DEL, the C1 controls, the line and paragraph separators, the bidirectional controls, and
-# lone surrogates (no encoding can write them); C0 controls are always escaped by `json`.
-# These only occur inside JSON strings, where a `\uXXXX` escape means the same.
-_RAW_IN_JSON: Final = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_JSON_ESCAPES: Final = {c: f"\\u{c:04x}" for c in (*_CONTROLS, *range(0xD800, 0xE000)) if c >= 0x20}
+# the controls but C0 (which `json` always escapes), and lone surrogates (no encoding can
+# write them). These only occur inside JSON strings, where a `\uXXXX` escape means the same.
+_RAW_IN_JSON_RANGES: Final = (*_CONTROL_RANGES[1:], (0xD800, 0xDFFF))
+_RAW_IN_JSON: Final = _any_of(_RAW_IN_JSON_RANGES)
+_JSON_ESCAPES: Final = {code: f"\\u{code:04x}" for code in _codes(_RAW_IN_JSON_RANGES)}
 
 
 def json_for_terminal(value: object, *, indent: int | None = None) -> str:
