@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from adapters import Budget, BudgetExceeded, PromptAgent
 from adapters.accounting import UsageTotals
 from adapters.agent import billed_totals
-from adapters.contract import ModelRequest, ModelResponse, ProviderReply, Usage
+from adapters.cli import _Tap  # the CLI's client wrapper that keeps the last request
+from adapters.contract import ModelRequest, ProviderReply, Usage
 from adapters.engine.client import HttpModelClient, PendingCall, interpret
 from adapters.engine.retry import RetryPolicy
 from adapters.errors import (
@@ -72,22 +73,6 @@ def _undecodable_tool_use() -> dict[str, Any]:
     body["stop_reason"] = "tool_use"
     body["usage"] = {"input_tokens": 50_000, "output_tokens": 2_000}
     return body
-
-
-class _Tap:
-    """A client that remembers the last request it passed on."""
-
-    def __init__(self, inner: HttpModelClient) -> None:
-        self.inner = inner
-        self.last: ModelRequest | None = None
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        self.last = request
-        return self.inner.complete(request)
-
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
-        self.last = request
-        return await self.inner.acomplete(request)
 
 
 def _step(agent: PromptAgent, mode: str) -> object:
