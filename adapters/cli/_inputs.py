@@ -347,34 +347,31 @@ class ModelClients:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
-        self._kept: dict[tuple[str, int], ModelClient] = {}
+        self._kept: dict[tuple[str, int], HttpModelClient] = {}
 
     def get(self, model: str | None = None, *, limiter: Limiter | None = None) -> ModelClient:
         """The client of `model` (default --model) sharing `limiter`, built on first use."""
         name: str = model or self._args.model
         key = (name, id(limiter))
-        client = self._kept.get(key)
-        if client is None:
-            client = model_client(self._args, name, limiter=limiter)
-            if isinstance(client, HttpModelClient):  # it holds no episode's state
-                self._kept[key] = client
+        kept = self._kept.get(key)
+        if kept is not None:
+            return kept
+        client = model_client(self._args, name, limiter=limiter)
+        if isinstance(client, HttpModelClient):  # it holds no episode's state
+            self._kept[key] = client
         return client
 
     def close(self) -> None:
         """Close the kept clients' synchronous connections."""
         kept, self._kept = list(self._kept.values()), {}
         for client in kept:
-            close = getattr(client, "close", None)
-            if callable(close):
-                close()
+            client.close()
 
     async def aclose(self) -> None:
         """Close the kept clients' connections (the running event loop's and the sync ones)."""
         kept, self._kept = list(self._kept.values()), {}
         for client in kept:
-            aclose = getattr(client, "aclose", None)
-            if callable(aclose):
-                await aclose()
+            await client.aclose()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"args": self._args}
