@@ -12,8 +12,8 @@ Limits come from two places:
   token buckets holding one second's worth (so a burst never exceeds what
   the provider refills in a second). Requests in flight count against the
   token budget: each admitted one holds an estimate of its tokens (the
-  largest usage reported in the minute up to the latest reply) until its reply's real usage replaces
-  it, so concurrent workers are spaced instead of all going while the budget
+  largest usage reported in the minute up to the latest reply) until its
+  reply's real usage replaces it, so concurrent workers are spaced instead of all going while the budget
   looks untouched; until a reply has reported usage, one request goes at a time;
 * what the provider says, when it says it: OpenAI's
   `x-ratelimit-remaining-requests` / `-tokens` with
@@ -206,8 +206,9 @@ class RateLimiter:
     `requests_per_minute` and `tokens_per_minute` are the budgets you know
     (either may be `None`: then only the provider's headers limit). A request
     is admitted (`admit`) while the token budget is not in debt, and then holds
-    the largest usage reported in the minute up to the latest reply until its reply's usage is charged in its
-    place (`observe`) or it is given back (`release`). `burst` is how many requests
+    the largest usage reported in the minute up to the latest reply until its
+    reply's usage is charged in its place (`observe`) or it is given back
+    (`release`). `burst` is how many requests
     may go at once after a quiet spell (default: one second's worth, at least 1).
     `max_pause` caps any pause a header asks for (a reply's reported usage, and
     so a hold, is charged at most a minute of the token budget);
