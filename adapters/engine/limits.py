@@ -13,8 +13,8 @@ Limits come from two places:
   the provider refills in a second). Requests in flight count against the
   token budget: each admitted one holds an estimate of its tokens (the
   largest usage reported in the minute up to the latest reply) until its
-  reply's real usage replaces it, so concurrent workers are spaced instead of all going while the budget
-  looks untouched; until a reply has reported usage, one request goes at a time;
+  reply's real usage replaces it, so concurrent workers are spaced instead of
+  all going while the budget looks untouched; until a reply has reported usage, one request goes at a time;
 * what the provider says, when it says it: OpenAI's
   `x-ratelimit-remaining-requests` / `-tokens` with
   `x-ratelimit-reset-requests` / `-tokens` durations (`"6m0s"`, `"12ms"`,
