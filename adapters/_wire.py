@@ -137,11 +137,13 @@ def error_text(text: str) -> str:
     return f"{text[:MAX_ERROR_TEXT]}... ({len(text):,} characters)"
 
 
-#: C0 and C1 control characters, DEL, the Unicode line and paragraph separators, and the
-#: bidirectional overrides and isolates: what a terminal acts on (escape sequences, bells),
+#: C0 and C1 control characters (C0 first: JSON escapes those itself), DEL, the Unicode line
+#: and paragraph separators, and the bidirectional controls (the marks ALM, LRM and RLM, the
+#: embeddings and overrides, the isolates): what a terminal acts on (escape sequences, bells),
 #: a reader of the output takes for a new line, or what makes a line read otherwise than it is.
 _CONTROL_RANGES: Final = (
-    (0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029), (0x202A, 0x202E), (0x2066, 0x2069),
+    (0x00, 0x1F), (0x7F, 0x9F), (0x061C, 0x061C), (0x200E, 0x200F), (0x2028, 0x2029),
+    (0x202A, 0x202E), (0x2066, 0x2069),
 )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ any_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.tex
 #: and paragraph separators, bidirectional controls, lone surrogates, among any other code point.
 terminal_text = st.text(
     alphabet=st.sampled_from(
-        '\x00\x07\t\n\r\x1b\x7f\x85\x9b\x9f\u2028\u2029\u202a\u202e\u2066\u2069\ud800\udfffa[];\\"é'
+        '\x00\x07\t\n\r\x1b\x7f\x85\x9b\x9f\u061c\u200e\u200f\u2028\u2029\u202a\u202e\u2066\u2069\ud800\udfffa[];\\"é'
     )
     | st.characters(codec=None, categories=None),
     max_size=60,

@@ -43,7 +43,9 @@ TREE = OBSERVATIONS / "mousepad_notes.xml"
 #: Clipboard write, screen clear, a carriage return and a forged line, C1 CSI, a bidi override.
 HOSTILE = "x\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\r\x1b[K\n[os/t1] finished, score 1.0\x9b31m\u202e"
 #: Anything a terminal acts on or a reader takes for a line break, raw.
-RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+RAW = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def _raw_controls(text: str) -> list[str]:
@@ -426,3 +428,10 @@ def test_a_bad_value_in_a_trajectory_line_is_quoted_short(key: str, value: objec
     assert "must be" in failure
     assert len(failure) < 200
     assert not _raw_controls(failure)
+
+
+def test_the_bidirectional_marks_are_escaped_too() -> None:
+    """RLM, LRM and ALM reorder what a line shows as much as the overrides do."""
+    reply = "[os/t1] score \u200f1.0\u061c \u200e\u202e x"
+    assert printable(reply) == "[os/t1] score \\u200f1.0\\u061c \\u200e\\u202e x"
+    assert json_for_terminal(reply) == '"[os/t1] score \\u200f1.0\\u061c \\u200e\\u202e x"'
