@@ -477,9 +477,10 @@ def _check_out(
 ) -> None:
     """Refuse an --out that is, holds or is inside what the run reads: a task directory, the
     replay source or the --fork source (writing there, or --overwrite, would destroy it); for
-    a --tasks run (`config` given), task folders landing in the --examples or --observations
-    tree (results written into desktops being served emptied them). `--out .` beside those
-    trees is fine: the task folders go under OUT/ACTION_SPACE/OBSERVATION_TYPE/MODEL."""
+    a --tasks run (`config` given), a task-folder root OUT/ACTION_SPACE/OBSERVATION_TYPE/MODEL
+    that is or holds the --examples or --observations tree (its DOMAIN/ID folders written
+    into desktops being served emptied them). `--out .` beside those trees is fine, and so
+    is a root deeper inside them."""
     read = [(task, f"the task directory {task}") for task in tasks]
     source = replay_source(args.model)
     if source is not None:

@@ -80,15 +80,17 @@ NATURAL_STOPS: Final = ("completed",)
 BY_MODEL: Final = "by-model"
 # OpenAI's API reference: "`concise` is supported for `computer-use-preview` models and all
 # reasoning models after `gpt-5`"; gpt-5 itself answers 400 "Supported values are: 'detailed'".
-_CONCISE: Final = re.compile(r"computer-use-preview|gpt-5\.\d")
+_CONCISE: Final = re.compile(r"computer-use-preview|gpt-(?:5\.\d|[6-9]|[1-9]\d)")
 
 
 def summary_for(model: str) -> str:
     """The reasoning summary asked of `model` by default: `concise` where it is documented
-    (computer-use-preview, gpt-5.1 and later), else `auto`, which every reasoning model takes.
+    (computer-use-preview, gpt-5.1 and later: gpt-6 too), else `auto`, which every reasoning model takes.
 
     >>> summary_for("computer-use-preview-2025-03-11"), summary_for("gpt-5.4"), summary_for("gpt-5")
     ('concise', 'concise', 'auto')
+    >>> summary_for("gpt-6"), summary_for("gpt-10-pro"), summary_for("gpt-5-mini"), summary_for("gpt-4o")
+    ('concise', 'concise', 'auto', 'auto')
     """
     return "concise" if _CONCISE.match(model.rsplit("/", 1)[-1].lower()) else "auto"
 

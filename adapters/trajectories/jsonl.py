@@ -315,8 +315,9 @@ STEP_FILES: Final = "step_[0-9]*.*"
 
 
 def recording_files(directory: str | os.PathLike[str]) -> tuple[Path, ...]:
-    """What a `TrajectoryRecorder` on `directory` would write over: its `trajectory.jsonl` (first)
-    and the `step_*` files, symbolic links included (dangling or not); empty when there is none."""
+    """What a `TrajectoryRecorder` on `directory` would write over: its `trajectory.jsonl`
+    (first) and the step files (`step_` and a digit, `STEP_FILES`), symbolic links included
+    (dangling or not); empty when there is none."""
     folder = Path(directory)
     try:
         names = sorted(os.listdir(folder))
@@ -332,8 +333,8 @@ class TrajectoryRecorder:
     """Writes a trajectory directory, one step at a time (an edge object: clock and files).
 
     `directory` is created when missing. A directory that already holds a
-    `trajectory.jsonl` or `step_*` files raises `TrajectoryExistsError` unless
-    `overwrite=True`, which deletes them first (a symbolic link is removed, its
+    `trajectory.jsonl` or step files (`step_` and a digit) raises `TrajectoryExistsError`
+    unless `overwrite=True`, which deletes them first (a symbolic link is removed, its
     target left alone). Step files are created new, never written through a
     link or over a file that appeared since. Steps are
     numbered from 1 for the recorder's lifetime (an agent reset does not
