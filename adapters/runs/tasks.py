@@ -691,22 +691,32 @@ async def arun_task_list(
     # Environments wait on desktops, not the CPU: one thread per worker, so none waits for another.
     envs = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osharm-envs")
     own_envs = ENV_EXECUTOR.set(envs)
+    stopped = False
 
     async def one(task: OsworldTask) -> TaskOutcome:
+        nonlocal stopped
         async with slots:
-            outcome = await arun_task(
-                task,
-                config=config,
-                result_dir=result_dir,
-                make_agent=make_agent,
-                make_env=make_env,
-                max_steps=max_steps,
-                episode_timeout=episode_timeout,
-                listener=listener,
-                executor=writers,
-                continue_unfinished=continue_unfinished,
-                budget=budget,
-            )
+            if stopped:
+                # The run is stopping (an episode raised) and this task got the slot that
+                # episode left: it must not start an environment call that is then abandoned.
+                raise asyncio.CancelledError
+            try:
+                outcome = await arun_task(
+                    task,
+                    config=config,
+                    result_dir=result_dir,
+                    make_agent=make_agent,
+                    make_env=make_env,
+                    max_steps=max_steps,
+                    episode_timeout=episode_timeout,
+                    listener=listener,
+                    executor=writers,
+                    continue_unfinished=continue_unfinished,
+                    budget=budget,
+                )
+            except BaseException:
+                stopped = True
+                raise
             report(outcome)
             return outcome
 

@@ -241,6 +241,39 @@ def test_a_vm_that_gives_no_answer_or_cannot_be_reverted_stops_the_run(
         )
 
 
+def test_a_run_stopped_by_one_episode_starts_no_task_waiting_for_a_worker(
+    tmp_path: Path,
+) -> None:
+    """One worker, three tasks, the first VM gives no answer: the task that gets the worker it
+    leaves must not begin (its first VM call would be abandoned half-way, its retry announced)."""
+    began: list[str] = []
+
+    class Gone:
+        def __init__(self, task: OsworldTask) -> None:
+            self.task = task
+
+        async def reset(self, task_config: Any = None) -> Any:
+            began.append(self.task.example_id)
+            raise VmUnanswered("GET /screenshot: ConnectError", sent=False)
+
+        def close(self) -> None:
+            pass
+
+    with pytest.raises(VmUnanswered):
+        asyncio.run(
+            arun_task_list(
+                _tasks(3),
+                config=PYAUTOGUI,
+                result_dir=tmp_path,
+                make_agent=lambda _: PromptAgent.from_config(PYAUTOGUI, client=FakeClient([])),
+                make_env=Gone,
+                max_steps=2,
+                workers=1,
+            )
+        )
+    assert began == ["t0"]
+
+
 def test_the_cli_run_goes_on_past_a_bad_action_and_a_failed_command(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
