@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import attrs
 import httpx
 
+from adapters._wire import printable
 from adapters.accounting.budget import Budget
 from adapters.agent import PromptAgent
 from adapters.cli._budget import usage_summary
@@ -37,7 +38,13 @@ from adapters.runs.environments import (
     in_thread,
 )
 from adapters.runs.progress import Progress, RunResult, task_name
-from adapters.runs.tasks import OsworldTask, TaskOutcome, arun_task_list, load_task_list
+from adapters.runs.tasks import (
+    OsworldTask,
+    TaskOutcome,
+    arun_task_list,
+    is_finished,
+    load_task_list,
+)
 from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_revert import RevertCommand
 from adapters.runs.vm_setup import DEFAULT_CLIENT_PASSWORD
@@ -217,6 +224,31 @@ def task_agent(
         if own.is_dir():
             model = f"{_replay.REPLAY_SCHEME}{own}"
     return PromptAgent.from_config(config, client=clients.get(model, limiter=limiter))
+
+
+def _check_replay_sources(
+    args: argparse.Namespace, config: AgentConfig, tasks: Sequence[OsworldTask]
+) -> None:
+    """Refuse `--model replay:ROOT` when ROOT is a tree of recordings (not one itself) without
+    `ROOT/DOMAIN/ID` for a task the run would play (not finished in --out): that task could
+    only fail, and would stop the run part-way through."""
+    source = replay_source(args.model)
+    if source is None or not source.is_dir() or _replay.is_recording(source):
+        return
+    missing = [
+        task
+        for task in tasks
+        if not (source / task.domain / task.example_id).is_dir()
+        and not is_finished(result_folder(args.out, config, task.domain, task.example_id))
+    ]
+    if missing:
+        names = ", ".join(task_name(task) for task in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        first = source / missing[0].domain / missing[0].example_id
+        raise UsageError(
+            f"--model {printable(args.model)} has no recording for {names}{more} "
+            f"(no folder {printable(str(first))}); give --domain or a task list without them"
+        )
 
 
 class _Returned:
@@ -401,6 +433,7 @@ def run_task_list_command(
     tasks = load_task_list(
         args.task_list, args.examples, domain="all" if args.domain is None else args.domain
     )
+    _check_replay_sources(args, config, tasks)
 
     def report(outcome: TaskOutcome) -> None:
         score = "" if outcome.score is None else f", score {outcome.score}"

@@ -133,6 +133,45 @@ def test_the_cli_runs_a_task_list_and_resumes(
     assert "3 skipped (already finished)" in capsys.readouterr().out
 
 
+def test_a_replay_of_a_tree_of_result_folders_refuses_tasks_it_holds_no_recording_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--model replay:ROOT` over a live run's task folders, one of them missing (a task the
+    live run never began): refused before anything runs, naming the task, where each runner
+    used to stop part-way with an error about ROOT/trajectory.jsonl; the task finished in
+    --out already needs no recording."""
+    meta, examples = _task_list(tmp_path)
+    desktop = observation_folder(tmp_path / "obs")
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    common = [
+        "run", "--tasks", str(meta), "--examples", str(examples),
+        "--observations", str(desktop), "--observation-type", "a11y_tree",
+        "--action-space", "pyautogui",
+    ]  # fmt: skip
+    assert main([*common, "--model", f"replay:{script}", "--out", str(tmp_path / "live")]) == 0
+    live = attrs.evolve(CONFIG, model=f"replay:{script}")
+    missing = result_folder(tmp_path / "live", live, "os", "_second")
+    root = missing.parent.parent
+    for path in sorted(missing.iterdir()):
+        path.unlink()
+    missing.rmdir()
+    capsys.readouterr()
+
+    again = [*common, "--model", f"replay:{root}", "--out", str(tmp_path / "again")]
+    assert main(again) == 2
+    err = capsys.readouterr().err
+    assert f"has no recording for os/_second (no folder {missing})" in err
+    assert not (tmp_path / "again").exists()
+
+    replayed = attrs.evolve(CONFIG, model=f"replay:{root}")
+    finished = result_folder(tmp_path / "again", replayed, "os", "_second")
+    finished.mkdir(parents=True)
+    (finished / "result.txt").write_text("1")
+    assert main(again) == 0
+    assert "[os/_second] skipped" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("option", ["--observations", "--examples"])
 def test_a_task_list_run_refuses_task_folders_in_what_it_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
