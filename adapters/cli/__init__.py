@@ -513,8 +513,15 @@ def _task_client_model(args: argparse.Namespace, task: Path, several: bool) -> s
     """The model name for one task: `replay:DIR` with per-task subdirectories picks the task's one."""
     model: str = args.model
     base = replay_source(model) if several else None
-    if base is not None and (base / task.name).is_dir():
+    if base is None:
+        return model
+    if (base / task.name).is_dir():
         return f"{_replay.REPLAY_SCHEME}{base / task.name}"
+    if base.is_dir() and not _replay.is_recording(base):
+        raise UsageError(
+            f"--model {printable(model)} has no recording for the task {printable(str(task))} "
+            f"(no folder {printable(str(base / task.name))})"
+        )
     return model
 
 

@@ -464,6 +464,23 @@ def test_several_recorded_tasks_replay_task_by_task(
     for name, expected in (("first", ["WAIT"]), ("second", ["FAIL"])):
         assert [e.actions for e in read_trajectory(tmp_path / "o2" / name)] == [tuple(expected)]
 
+    third = observation_folder(tmp_path / "third", ("mousepad_notes",))
+    code, _, err = _run(
+        capsys,
+        "run",
+        *tasks[:2],
+        str(third),
+        *INSTRUCTION,
+        "--model",
+        f"replay:{tmp_path / 'o1'}",
+        "--out",
+        str(tmp_path / "o3"),
+    )
+    # A task the recordings hold nothing for is refused up front, by name.
+    assert code == 2
+    assert f"has no recording for the task {third} (no folder {tmp_path / 'o1' / 'third'})" in err
+    assert not (tmp_path / "o3").exists()
+
 
 def test_a_recording_turns_into_a_result_folder_as_the_readme_says(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
