@@ -30,6 +30,13 @@ _SPAN: Final = {"relative": 1.0, "rel1000": 1000.0, "rel999": 1000.0}
 _EXTENT: Final = {"relative": (1, 1), "rel1000": (1000, 1000), "rel999": (999, 999)}
 
 
+def _on_grid(unit: float, pixel: float, side: int, extent: int) -> int:
+    """`unit` rounded to the nearest whole one, no further than `extent` for a pixel on the
+    screen (0 <= pixel < side); a point off the screen keeps its rounding."""
+    whole = math.floor(unit + 0.5)
+    return min(whole, extent) if 0 <= pixel < side else whole
+
+
 #: The largest screen or image side a frame takes (far past any display; keeps the scale a float).
 MAX_FRAME_SIDE: Final = 1 << 20
 
@@ -135,11 +142,27 @@ class CoordinateFrame:
         return x / sx, y / sy
 
     def model_point(self, x: float, y: float) -> tuple[int, int] | tuple[float, float]:
-        """A screen point as the model would write it: whole units, or 4 decimals on the 0-1 grid."""
+        """A screen point as the model would write it: whole units, or 4 decimals on the 0-1
+        grid. A point on the screen is written as one that names a pixel of the screen, within
+        `grid_extent` (the last pixel of a 2,000-pixel side is 999, not 1000, on the 0-999
+        grid; on the pixel grid the image's last pixel, not its width).
+
+        >>> CoordinateFrame(screen_width=3840, screen_height=2160, image_width=1000,
+        ...                 image_height=563, grid="rel999").model_point(3839, 2159)
+        (999, 999)
+        """
         mx, my = self.to_model(x, y)
         if self.grid == "relative":
             return round(mx, 4), round(my, 4)
-        return math.floor(mx + 0.5), math.floor(my + 0.5)
+        # The largest unit on each axis whose pixel is on the screen (the extent itself on the
+        # 0-999 grid, one less where the extent maps to the screen's far edge).
+        ex, ey = self.grid_extent
+        tx, ty = self.to_screen(ex, ey)
+        if tx >= self.screen_width and ex > 0:
+            ex -= 1
+        if ty >= self.screen_height and ey > 0:
+            ey -= 1
+        return _on_grid(mx, x, self.screen_width, ex), _on_grid(my, y, self.screen_height, ey)
 
     def to_json(self) -> dict[str, Any]:
         """The frame as a JSON-ready object (`from_json` reads it back)."""

@@ -71,13 +71,26 @@ def test_every_preset_round_trips_any_point_within_a_pixel(
 def test_a_point_as_the_model_writes_it_lands_within_half_a_grid_cell(
     name: str, size: tuple[int, int], data: st.DataObject
 ) -> None:
-    """Rounded to the model's grid (whole units), a point comes back within half a cell and 1 px."""
+    """Rounded to the model's grid (whole units), a point comes back within half a cell and 1 px,
+    on the grid the model is told about and on the screen."""
     frame = PRESETS[name].frame_for(*size)
     x, y = data.draw(screen_points(size))
-    back = frame.to_screen(*frame.model_point(x, y))
+    point = frame.model_point(x, y)
+    back = frame.to_screen(*point)
     sx, sy = frame.scale
     assert abs(back[0] - x) <= math.ceil(sx / 2) + 1
     assert abs(back[1] - y) <= math.ceil(sy / 2) + 1
+    assert all(0 <= p <= e for p, e in zip(point, frame.grid_extent, strict=True))
+    assert 0 <= back[0] < size[0]
+    assert 0 <= back[1] < size[1]
+
+
+def test_the_last_pixel_of_a_large_screen_stays_on_the_0_to_999_grid() -> None:
+    """It rounded to 1000, off the grid, and 1000 read back landed one pixel past the screen."""
+    frame = PRESETS["gemini"].frame_for(3840, 2160)
+    assert frame.model_point(3839, 2159) == (999, 999)
+    assert frame.to_screen(999, 999) < (3840, 2160)
+    assert PRESETS["gemini"].frame_for(800, 2000).model_point(0, 1999) == (0, 999)
 
 
 def test_identity_frame_maps_nothing() -> None:
