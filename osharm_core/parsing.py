@@ -19,7 +19,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from osharm_core.errors import ActionParseError
-from osharm_core.state import Action, Mask
+from osharm_core.state import MAX_INT_BITS, Action, Mask
 from osharm_core.vocabulary import SPECIAL_WORDS
 
 _FENCE: Final = "```"
@@ -313,9 +313,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-# Reads JSON as `json.loads` does, except that NaN, Infinity and numbers too large
-# for a float are errors (an action holding them could not be written back as JSON).
-_DECODER: Final = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+def _bounded_int(text: str) -> int:
+    value = int(text)
+    if value.bit_length() > MAX_INT_BITS:
+        raise ValueError(f"an integer of {len(text):,} digits is too large")
+    return value
+
+
+# Reads JSON as `json.loads` does, except that NaN, Infinity, numbers too large for a float
+# and integers past `MAX_INT_BITS` are errors (an action holding them could not be stored
+# and written back as JSON).
+_DECODER: Final = json.JSONDecoder(
+    parse_float=_finite_float, parse_int=_bounded_int, parse_constant=_no_constant
+)
 
 
 def _too_deep(value: Any, limit: int = MAX_ACTION_DEPTH) -> bool:

@@ -297,8 +297,9 @@ def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
     return tuple(stored)
 
 
-#: Integers past this many bits have more digits than Python's JSON reader takes (4,300).
-_MAX_INT_BITS: Final = 14_000
+#: The most bits an integer in an action may have: fewer digits (about 4,214) than Python's JSON
+#: reader takes (4,300), so a stored action always reads back. The reply parsers keep to it too.
+MAX_INT_BITS: Final = 14_000
 #: Values an action may hold at its leaves: what JSON writes and reads back equal.
 _JSON_LEAVES: Final = (str, int, float, bool, type(None))
 
@@ -314,7 +315,7 @@ def _not_json(action: Mapping[Any, Any]) -> str | None:
         item, depth = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
             return f"holding {_quoted(item)}, which JSON cannot hold"
-        if isinstance(item, int) and item.bit_length() > _MAX_INT_BITS:
+        if isinstance(item, int) and item.bit_length() > MAX_INT_BITS:
             return "holding an integer of more digits than JSON readers take"
         if isinstance(item, _JSON_LEAVES):
             continue

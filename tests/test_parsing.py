@@ -699,3 +699,26 @@ def test_an_action_inside_too_many_objects_is_not_searched() -> None:
     assert isinstance(parse_actions_from_string(f"Look: {buried}"), Failure)
     shallow = '{"a": ' * 16 + action + "}" * 16
     assert isinstance(parse_actions_from_string(f"Look: {shallow}"), Success)
+
+
+def test_an_integer_too_large_to_store_makes_the_reply_unparsable() -> None:
+    """An integer of ~4,250 digits is JSON Python reads, but no state can hold it (it could not
+    be written back): the reply parsed, then the step raised after the model call was paid."""
+    from osharm_core import AgentConfig, AgentState, complete_step, prepare_step
+    from osharm_core.state import MAX_INT_BITS
+
+    largest = str(2**MAX_INT_BITS - 1)
+    kept = parse_actions_from_string(f'{{"action_type": "TYPING", "text": "hi", "n": {largest}}}')
+    assert isinstance(kept, Success)
+    for reply in (
+        '```json\n{"action_type": "TYPING", "text": "hi", "n": 1' + "0" * 4250 + "}\n```",
+        '{"": ' + "9" * 4250 + "}",
+        'Typing. {"action_type": "TYPING", "text": "hi", "n": -' + "9" * 4250 + "} done",
+    ):
+        parsed = parse_actions_from_string(reply)
+        assert isinstance(parsed, Failure), reply[:40]
+        config = AgentConfig(observation_type="a11y_tree", action_space="computer_13")
+        step = prepare_step(config, AgentState(), "Type.", {"accessibility_tree": "<root/>"})
+        state, actions = complete_step(config, AgentState(), step, reply)
+        assert actions is None
+        assert len(state) == 1
