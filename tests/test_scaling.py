@@ -299,6 +299,8 @@ def test_every_png_mode_scales_to_a_png_or_a_screenshot_error(
             image = Image.open(io.BytesIO(scaled))
             assert image.size == size
             assert image.mode in ("L", "RGB", "RGBA")
+            if source is not None and source.size == size:
+                continue  # marks drawn on the image as it is: its tRNS chunk is kept as given
             if source is not None and "transparency" in source.info:
                 assert transparent
                 assert image.mode == "RGBA"
