@@ -219,7 +219,9 @@ class PromptAgent:
         Changing the model drops a client resolved from the old model name and,
         as `start_new_chain()` does, the provider conversation of the old model
         (its ids and native record mean nothing to another model); the
-        trajectory is kept.
+        trajectory is kept. So a step in flight makes a model change raise
+        `AgentBusyError`, as `start_new_chain()` does; other settings take
+        effect from the next step.
         """
         return self._config
 
@@ -228,9 +230,9 @@ class PromptAgent:
         if not isinstance(config, AgentConfig):
             raise TypeError(f"config must be an AgentConfig; got {type(config).__name__}")
         if config.model != self._config.model:
+            self.start_new_chain()
             if not self._client_given:
                 self._client = None
-            self.start_new_chain()
         self._config = config
 
     @property
@@ -312,8 +314,15 @@ class PromptAgent:
         return () if continuation is None else continuation.safety_checks
 
     def start_new_chain(self) -> None:
-        """Forget where a stateful provider conversation stands, keeping the trajectory."""
-        self._state = attrs.evolve(self._state, continuation=None)
+        """Forget where a stateful provider conversation stands, keeping the trajectory.
+
+        A step in flight raises `AgentBusyError` (its end would put the chain back).
+        """
+        self._claim("start_new_chain()")
+        try:
+            self._state = attrs.evolve(self._state, continuation=None)
+        finally:
+            self._stepping.release()
 
     def reset(self, _logger: logging.Logger | None = None, **_: object) -> None:
         """Start a new episode: clear the trajectory and set the logger (the default one when None).

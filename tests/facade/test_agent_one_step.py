@@ -96,6 +96,30 @@ def test_predict_from_two_threads_refuses_the_second() -> None:
     assert len(agent.state) == 0
 
 
+def test_a_new_chain_or_another_model_waits_for_the_step_in_flight() -> None:
+    """`start_new_chain()` and a model change (which drops the old model's conversation) used to
+    be undone by the step in flight, whose end wrote back the state it began from: the old
+    model's conversation id then went to the new model."""
+    client = _Gated()
+    agent = _agent(client)
+    worker = threading.Thread(target=lambda: agent.predict("i", OBS))
+    worker.start()
+    try:
+        assert client.entered.wait(10)
+        with pytest.raises(AgentBusyError, match=r"start_new_chain\(\)"):
+            agent.start_new_chain()
+        with pytest.raises(AgentBusyError, match=r"start_new_chain\(\)"):
+            agent.model = "claude-sonnet-4-5"
+        agent.temperature = 0.5  # takes effect from the next step
+    finally:
+        client.go.set()
+        worker.join()
+    assert (agent.model, agent.temperature) == ("gpt-4-vision-preview", 0.5)  # the default
+    agent.model = "claude-sonnet-4-5"  # freed
+    agent.start_new_chain()
+    assert agent.model == "claude-sonnet-4-5"
+
+
 @pytest.mark.anyio
 async def test_a_failed_or_cancelled_step_frees_the_agent() -> None:
     failing = _Gated(fail=True)
