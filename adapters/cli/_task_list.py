@@ -466,6 +466,8 @@ def run_task_list_command(
                 listener=progress,
                 continue_unfinished=args.continue_unfinished,
                 budget=budget,
+                # The retry lines and warnings, printed here as a run without --ray prints them.
+                relay_messages=True,
             )
         else:
             clients = ModelClients(args)

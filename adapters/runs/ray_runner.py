@@ -25,6 +25,9 @@ and the run goes on with the other actors. With none left, the run stops
 with an `EnvironmentFailure`; so does the death of the rate limiter's or the
 run budget's actor, in one line naming it.
 
+What an episode says in its actor (a retry scheduled, a warning logged) comes to the
+driver's stamina hooks and logging with `relay_messages` (see `adapters.runs._relay`).
+
 Ray is an optional extra (`pip install 'osharm-core[ray]'`) imported only
 when these functions run; importing `adapters` never imports it.
 """
@@ -64,6 +67,7 @@ from adapters.errors import (
     error_line,
     error_text,
 )
+from adapters.runs._relay import Channel, Logged, Retried, Said, relay, telling
 from adapters.runs.environments import in_thread
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.runs.tasks import (
@@ -355,8 +359,12 @@ class EpisodeActor:
         episode_caps: Mapping[str, Any] | None = None,
         continue_unfinished: bool = False,
         run_caps: Any = None,
+        relay_messages: bool = False,
     ) -> None:
         self.run_caps = run_caps  # the `BudgetActor`, when the run has caps
+        self.relay_messages = relay_messages
+        # What episodes said that no stream of theirs took (see `_relay`), for `unsent`.
+        self._unsent: list[Said] = []
         self.config = AgentConfig.from_json(json.loads(config_json))
         self.result_dir = result_dir
         self.make_agent, self.make_env = make_agent, make_env
@@ -377,40 +385,62 @@ class EpisodeActor:
         event loop, so it ends as `arun_task_list`'s cancelled episodes do (its environment
         closed once the call under way returns).
         """
-        return await self._started(task, None)
+        return await self._started(task, None, self._channel(self._unsent.append))
 
     async def stream(
         self, task: OsworldTask
-    ) -> AsyncIterator[tuple[int, int] | TaskOutcome | _Raised]:
-        """`run`, yielding (step, max_steps) as each model step comes back, then the outcome.
+    ) -> AsyncIterator[tuple[int, int] | Said | TaskOutcome | _Raised]:
+        """`run`, yielding (step, max_steps) as each model step comes back (and, relaying,
+        what the episode says as it says it), then the outcome.
 
         Called as a Ray streaming generator, so the driver's listener hears the
         steps while the episode runs; `ray.cancel` of it cancels the episode as for `run`.
         """
-        steps: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
-        episode = self._started(task, _Steps(steps.put_nowait))
-        episode.add_done_callback(lambda _: steps.put_nowait(None))
+        for said in self.unsent():  # from an earlier episode's threads, after its stream
+            yield said
+        items: asyncio.Queue[tuple[int, int] | Said | None] = asyncio.Queue()
+        channel = self._channel(items.put_nowait)
+        episode = self._started(task, _Steps(items.put_nowait), channel)
+        episode.add_done_callback(lambda _: items.put_nowait(None))
         try:
-            while (step := await steps.get()) is not None:
-                yield step
+            while (item := await items.get()) is not None:
+                yield item
             yield episode.result()
         finally:
+            if channel is not None:  # what it said and says from now on waits for `unsent`
+                channel.put = self._unsent.append
+                while not items.empty():
+                    if isinstance(item := items.get_nowait(), Retried | Logged):
+                        self._unsent.append(item)
             if not episode.done():  # the call was cancelled: so is its episode, waited for
                 episode.cancel()
                 await asyncio.wait([episode])
 
-    async def settle(self) -> None:
-        """Wait until the episodes under way here have ended. Ray may report a cancelled call
-        ended before its episode has closed its environment; the driver asks this before it
-        kills the actor."""
+    async def settle(self) -> list[Said]:
+        """Wait until the episodes under way here have ended; what they said that no stream
+        took (see `unsent`). Ray may report a cancelled call ended before its episode has
+        closed its environment; the driver asks this before it kills the actor."""
         if self._under_way:
             await asyncio.wait(list(self._under_way))
+        return self.unsent()
+
+    def unsent(self) -> list[Said]:
+        """What episodes here said (relaying) that no stream of theirs took, taken: all an
+        episode `run` said, once it has ended."""
+        said, self._unsent = self._unsent, []
+        return said
+
+    def _channel(self, put: Callable[[Said], None]) -> Channel | None:
+        """Where an episode's sayings go (to `put`), when this actor relays them."""
+        return Channel(asyncio.get_running_loop(), put) if self.relay_messages else None
 
     def _started(
-        self, task: OsworldTask, listener: RunListener | None
+        self, task: OsworldTask, listener: RunListener | None, channel: Channel | None
     ) -> asyncio.Future[TaskOutcome | _Raised]:
-        """The episode of `task` as a task on this actor's loop, known to `settle`."""
-        episode = asyncio.ensure_future(_sendable(task, self._episode(task, listener)))
+        """The episode of `task` as a task on this actor's loop, known to `settle`; what it
+        says goes to `channel`."""
+        running = _sendable(task, self._episode(task, listener))
+        episode = asyncio.ensure_future(running if channel is None else telling(channel, running))
         self._under_way.add(episode)
         episode.add_done_callback(self._under_way.discard)
         return episode
@@ -534,6 +564,7 @@ def run_task_list_on_ray(
     listener: RunListener | None = None,
     continue_unfinished: bool = False,
     budget: Budget | None = None,
+    relay_messages: bool = False,
 ) -> RunResult:
     """Run a task list on `actors` Ray actors; outcomes in task order with the run's summary.
 
@@ -566,6 +597,15 @@ def run_task_list_on_ray(
     `arun_task_list` would count on), the driver adds each ended episode's usage to
     `budget`'s totals and stops handing out tasks once a run cap is reached (those
     are `stopped`).
+
+    With `relay_messages`, what the episodes say in their actors comes to this process as
+    they say it (through Ray Client, `ray://`, as each episode ends): each retry stamina
+    schedules goes to this process's stamina hooks (a `RetryDetails` without the call's
+    arguments) and each record the library's loggers pass there (`adapters.*` and the
+    agent's `desktopenv.agent`; warnings and above unless logging is configured on the
+    workers) to this process's logger of that name, so they come out as they would had the
+    episodes run here (the CLI's "trying again" lines and warnings). Off by default: a
+    cluster whose workers' logs already reach the driver would show them twice.
 
     Each actor asks Ray for `cpus_per_actor` CPUs (default 1; an episode
     that mostly waits on a remote model and VM needs far less, e.g. 0.25).
@@ -642,6 +682,7 @@ def run_task_list_on_ray(
                     _episode_caps(budget),
                     continue_unfinished,
                     run_caps,
+                    relay_messages,
                 )
             except TypeError as exc:  # Ray could not pickle an argument
                 text = error_text(exc)  # the pickler's words, about the user's objects
@@ -653,10 +694,22 @@ def run_task_list_on_ray(
             spawned.append(actor)
         workers = spawned[-len(factories) :]
         stop = _Stop(config, result_dir, budget, run_caps)
-        # Ray Client (ray://) cannot stream an actor's steps back.
-        steps = listener is not None and not _client(ray)
+        # Ray Client (ray://) cannot stream an actor's steps back: there what an episode
+        # says comes when it ends.
+        steps = (listener is not None or relay_messages) and not _client(ray)
         _drive(
-            ray, tasks, pending, workers, outcomes, hears, report, stop, start_timeout, share, steps
+            ray,
+            tasks,
+            pending,
+            workers,
+            outcomes,
+            hears,
+            report,
+            stop,
+            start_timeout,
+            share,
+            steps,
+            relay_messages,
         )
     finally:
         for actor in spawned:
@@ -815,11 +868,14 @@ def _drive(
     start_timeout: float,
     share: float,
     steps: bool = False,
+    relaying: bool = False,
 ) -> None:
     """Keep every started actor busy with the next unfinished task until none is left.
 
     With `steps`, each episode is a streaming generator (`EpisodeActor.stream`)
-    whose step numbers go to `hears` as they come; else one call (`run`).
+    whose step numbers go to `hears` as they come; else one call (`run`). With
+    `relaying`, what the episodes say (`_relay`) goes to this process's stamina hooks
+    and logging: as it comes when streamed, else once each episode has ended.
     """
     running: dict[Any, _Running] = {}
     try:
@@ -836,11 +892,13 @@ def _drive(
             start_timeout,
             share,
             steps,
+            relaying,
         )
     except BaseException:
         # An episode raised, or the run was interrupted: the others are cancelled and waited
         # for, so each closes its environment (a VM stopped, a recording saved) before the
-        # actors are killed, as `arun_task_list` stops its episodes.
+        # actors are killed, as `arun_task_list` stops its episodes; what they said on the
+        # way out is relayed.
         _stop_running(ray, running, steps)
         raise
 
@@ -850,7 +908,7 @@ def _stop_running(
 ) -> None:
     """Cancel the episodes under way (`ray.cancel`: each ends as a cancelled `arun_task`,
     closing its environment) and wait at most `timeout` seconds for them to end, on their
-    actors too (`EpisodeActor.settle`)."""
+    actors too (`EpisodeActor.settle`), relaying what they said."""
     for call in running:
         with contextlib.suppress(Exception):  # one that has ended already
             ray.cancel(call)
@@ -859,11 +917,14 @@ def _stop_running(
     if running:
         with contextlib.suppress(Exception):  # an actor that has died has nothing to close
             settled = [r.actor.settle.remote() for r in running.values()]
-            ray.wait(
+            ready, _ = ray.wait(
                 settled,
                 num_returns=len(settled),
                 timeout=max(0.0, deadline - time.monotonic()),
             )
+            for ref in ready:
+                with contextlib.suppress(Exception):
+                    relay(ray.get(ref))
 
 
 def _wait_calls(ray: Any, calls: list[Any], steps: bool, deadline: float) -> None:
@@ -880,7 +941,9 @@ def _wait_calls(ray: Any, calls: list[Any], steps: bool, deadline: float) -> Non
                 except StopIteration:
                     continue
                 with contextlib.suppress(Exception):  # its cancellation, or its own error
-                    ray.get(item)
+                    said = ray.get(item)
+                    if isinstance(said, Retried | Logged):
+                        relay([said])
                 calls.append(call)
 
 
@@ -897,6 +960,7 @@ def _hand_out(
     start_timeout: float,
     share: float,
     steps: bool,
+    relaying: bool,
 ) -> None:
     """`_drive`'s loop; `running` holds the calls under way (left there when it raises)."""
     waiting = list(reversed(pending))
@@ -975,6 +1039,11 @@ def _hand_out(
                     episode.steps, max_steps = answer
                     hears.stepped(task, episode.steps, max_steps)
                     continue
+                if isinstance(answer, Retried | Logged):  # what a streamed episode said
+                    relay([answer])
+                    continue
+                if relaying and not steps:  # what the episode said, once it has ended
+                    relay(_unsent(ray, episode.actor))
                 if isinstance(answer, _Raised):  # as `arun_task` raises it
                     raise answer.error
                 idle.append(episode.actor)
@@ -983,6 +1052,14 @@ def _hand_out(
             stop.after(answer)
             hears.ended(answer)
             report(answer)
+
+
+def _unsent(ray: Any, actor: Any) -> list[Said]:
+    """What the episodes of `actor` said that no stream took (none once it has died)."""
+    try:
+        return list(ray.get(actor.unsent.remote()))
+    except ray.exceptions.RayError:
+        return []
 
 
 def _no_worker_left(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stamina
+from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
 from adapters.accounting import Budget, UsageTotals
 from adapters.agent import PromptAgent
@@ -22,8 +26,11 @@ from adapters.errors import (
     BudgetExceeded,
     ConfigurationError,
     EnvironmentFailure,
+    ModelCallError,
+    RetryableError,
     UsageError,
     error_line,
+    error_text,
 )
 from adapters.registry import REGISTRY
 from adapters.runs import (
@@ -39,7 +46,13 @@ from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
-from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
+from tests.adapters.loopback import (
+    LoopbackServer,
+    Received,
+    Reply,
+    chat_completion,
+    openai_error,
+)
 from tests.facade.helpers import (
     Killed,
     KillingEnv,
@@ -52,6 +65,7 @@ from tests.facade.test_environments import serve_vm, vm_server  # noqa: F401  (t
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed (pip install 'osharm-core[ray]')"
 )
+from adapters.runs import _relay, ray_runner  # noqa: E402
 from adapters.runs.ray_runner import (  # noqa: E402
     RayLimiter,
     _Raised,
@@ -67,15 +81,20 @@ IDS = {"os": ["_a", "_b", "_c"], "chrome": ["_d"]}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    """A local Ray cluster with two CPUs for this module, shut down at its end."""
+    """A local Ray cluster with two CPUs for this module, shut down at its end; its workers'
+    retries do not wait."""
     ray.init(
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
         configure_logging=False,
         _node_ip_address="127.0.0.1",
-        # The key variable is set on the nodes (here: the job's environment), never sent.
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "LOOPBACK_KEY": "k"}},
+        runtime_env={
+            # The key variable is set on the nodes (here: the job's environment), never sent.
+            "env_vars": {"PYTHONPATH": str(ROOT), "LOOPBACK_KEY": "k"},
+            # The workers' retries do not wait, as the tests' own do not (stamina's testing).
+            "worker_process_setup_hook": "tests.facade.helpers.instant_retries",
+        },
     )
     try:
         yield
@@ -974,3 +993,401 @@ def test_a_limiter_handle_without_a_token_budget_asks_the_actor_nothing_for_room
     handle = RayLimiter(object(), counts_tokens=False)  # an actor with no methods at all
     assert handle.admit(deadline=None) == 0.0
     handle.release()
+
+
+# What an episode says in its actor (`relay_messages`, the CLI's --ray): the retry lines and
+# warnings reach the driver as an episode run there gives them.
+
+#: What a hostile server or model may put in a message: a terminal title, a screen wipe.
+HOSTILE = "\x1b]0;owned\x07\x1b[2J"
+#: The records a library caller would see: the library's loggers'.
+OURS = ("adapters", "desktopenv")
+
+
+def _reply(text: str, finish: str = "stop") -> Reply:
+    body = chat_completion(text)
+    body["choices"][0]["finish_reason"] = finish
+    return Reply(200, body)
+
+
+class Scripted:
+    """A model answering by task and step: that step's replies in turn, one per try."""
+
+    def __init__(self, script: dict[str, list[list[Reply]]]) -> None:
+        self.script = script
+        self.tries: dict[tuple[str, int], int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, received: Received) -> Reply:
+        messages = received.json()["messages"]
+        system = messages[0]["content"]
+        text = system if isinstance(system, str) else system[0]["text"]
+        found = re.search(r"following task: Do (\S+)", text)
+        assert found is not None
+        task = found.group(1)
+        step = sum(m["role"] == "assistant" for m in messages)
+        with self.lock:
+            tried = self.tries.get((task, step), 0)
+            self.tries[(task, step)] = tried + 1
+        replies = self.script[task][step]
+        return replies[min(tried, len(replies) - 1)]
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """Start a loopback model answering as `Scripted(script)`; gives its base URL."""
+    with LoopbackServer() as server:
+
+        def start(script: dict[str, list[list[Reply]]]) -> str:
+            server.route("POST", r".*/chat/completions", Scripted(script))
+            return server.base_url + "/v1"
+
+        yield start
+
+
+@pytest.fixture
+def retries() -> Iterator[list[RetryDetails]]:
+    """This process's stamina hooks, for the test: each retry scheduled, noted."""
+    kept = get_on_retry_hooks()
+    heard: list[RetryDetails] = []
+    set_on_retry_hooks([heard.append])
+    try:
+        yield heard
+    finally:
+        set_on_retry_hooks(kept)
+
+
+# `_a`: a rate limit, then a step; the second step passes the 20-token cap (14 a step).
+# `_b`: an empty reply whose finish reason is hostile; its second step passes the cap too.
+CLI_SCRIPT = {
+    "_a": [
+        [openai_error(429, f"slow down {HOSTILE}", kind="rate_limit_error"), _reply(CLICK)],
+        [_reply(CLICK)],
+        [_reply("DONE")],
+    ],
+    "_b": [[_reply("", finish=f"stop{HOSTILE}")], [_reply(CLICK)], [_reply("DONE")]],
+}
+
+
+def test_on_ray_the_cli_prints_the_retry_lines_and_warnings_a_run_here_prints(
+    cluster: None,
+    serve: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same lines on stderr, escaped the same way. On Ray they used to stay in the
+    worker actors (no retry hooks, no last-resort handler there): a run that stalled 30 s
+    a retry said nothing, nor that a budget had ended an episode."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    desktop = observation_folder(tmp_path / "obs")
+    monkeypatch.setenv("LOOPBACK_KEY", "k")
+    # No handler configured, as in a shell: the CLI's last-resort handler prints the records.
+    monkeypatch.setattr(logging.root, "handlers", [])
+    argv = [
+        "run",
+        "--tasks", str(meta),
+        "--examples", str(examples),
+        "--observations", str(desktop),
+        "--model", "compat/m",
+        "--api-key-env", "LOOPBACK_KEY",
+        "--observation-type", "a11y_tree",
+        "--action-space", "pyautogui",
+        "--max-episode-tokens", "20",
+        "--workers", "2",
+    ]  # fmt: skip
+    with stamina.set_testing(True, attempts=1000, cap=True):
+        here = [*argv, "--base-url", serve(CLI_SCRIPT), "--out", str(tmp_path / "here")]
+        assert main(here) == 0
+    local = capsys.readouterr().err.splitlines()
+    on_ray = [
+        *argv,
+        "--base-url", serve(CLI_SCRIPT),
+        "--out", str(tmp_path / "ray"),
+        "--ray", "auto",
+        "--ray-cpus-per-worker", "0.5",
+    ]  # fmt: skip
+    assert main(on_ray) == 0
+    relayed = capsys.readouterr().err.splitlines()
+    assert sorted(relayed) == sorted(local)  # the episodes' lines interleave either way
+    budget = (
+        "Step 2: episode budget exceeded: 28 tokens used, cap 20; no further request will be sent"
+    )
+    assert sorted(relayed) == sorted(
+        [
+            "osharm-agent: trying again in 0.0 s (retry 1): compat HTTP 429: slow down "
+            r"\x1b]0;owned\x07\x1b[2J (request id req-429)",
+            r"Step 1: the model gave an empty reply (finish reason stop\x1b]0;owned\x07\x1b[2J)",
+            budget,
+            budget,
+        ]
+    )
+
+
+# `_a`: a server error retried, then a call refused (the episode fails, the run goes on).
+# `_b`: an empty reply cut short, then DONE.
+LIBRARY_SCRIPT = {
+    "_a": [[openai_error(500, "busy"), _reply(CLICK)], [openai_error(401, f"no {HOSTILE}")]],
+    "_b": [[_reply("", finish="length")], [_reply("DONE")]],
+}
+
+
+def _heard(
+    retries: list[RetryDetails], records: list[logging.LogRecord]
+) -> tuple[list[Any], list[Any]]:
+    """What the driver heard, in an order that does not depend on which episode ran first."""
+    said = sorted(
+        (d.retry_num, d.wait_for, type(d.caused_by).__name__, error_text(d.caused_by))
+        for d in retries
+    )
+    logged = sorted(
+        (r.name, r.levelname, re.sub(r"after [\d.]+s", "after Xs", r.getMessage()))
+        for r in records
+        if r.name.startswith(OURS)
+    )
+    return said, logged
+
+
+@pytest.mark.parametrize("relaying", ["streamed", "as each episode ends", "off"])
+def test_a_library_caller_hears_the_retries_and_records_a_run_here_gives(
+    cluster: None,
+    serve: Any,
+    tmp_path: Path,
+    retries: list[RetryDetails],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    relaying: str,
+) -> None:
+    """With `relay_messages`, the driver's stamina hooks and loggers get what they get from
+    `arun_task_list` (as they come, or through Ray Client, which cannot stream, as each
+    episode ends); without it (the default), nothing, as before."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    tasks = load_task_list(meta, examples)
+    desktop = observation_folder(tmp_path / "obs")
+    with stamina.set_testing(True, attempts=1000, cap=True):
+        asyncio.run(
+            arun_task_list(
+                tasks,
+                config=CONFIG,
+                result_dir=tmp_path / "here",
+                make_agent=functools.partial(make_agent, serve(LIBRARY_SCRIPT), limiter=None),
+                make_env=lambda t: in_thread(make_env(desktop, t)),
+                max_steps=5,
+                workers=2,
+            )
+        )
+    local = _heard(retries, caplog.records)
+    retries.clear()
+    caplog.clear()
+    if relaying == "as each episode ends":
+        monkeypatch.setattr(ray_runner, "_client", lambda ray: True)
+    result = run_task_list_on_ray(
+        tasks,
+        config=CONFIG,
+        result_dir=tmp_path / "ray",
+        make_agent=functools.partial(make_agent, serve(LIBRARY_SCRIPT)),
+        make_env=functools.partial(make_env, desktop),
+        max_steps=5,
+        actors=2,
+        cpus_per_actor=0.5,
+        relay_messages=relaying != "off",
+    )
+    assert sorted(o.status for o in result) == ["failed", "finished"]
+    relayed = _heard(retries, caplog.records)
+    if relaying == "off":
+        assert relayed == ([], [])
+        return
+    assert relayed == local
+    said, logged = relayed
+    assert said == [(1, 0.0, "RetryableError", "compat HTTP 500: busy (request id req-500)")]
+    assert [level for _, level, _ in logged] == ["ERROR", "WARNING"]  # the failed call, the reply
+    assert isinstance(retries[0].caused_by, RetryableError)
+    assert (retries[0].args, retries[0].kwargs) == ((), {})  # they stay in the worker
+
+
+def test_a_retry_reaches_the_driver_when_it_is_scheduled_not_when_the_episode_ends(
+    cluster: None, serve: Any, tmp_path: Path, retries: list[RetryDetails]
+) -> None:
+    """The retry at the first step is heard while the second step (3 s) is still waited for:
+    a run stalled on retries says so as it stalls."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    slow_done = Reply(200, chat_completion("DONE"), delay=3.0)
+    script = {"_a": [[openai_error(500, "busy"), _reply(CLICK)], [slow_done]]}
+    heard_at: list[float] = []
+    set_on_retry_hooks([lambda details: heard_at.append(time.monotonic())])
+    ended_at: list[float] = []
+    run_task_list_on_ray(
+        load_task_list(meta, examples),
+        config=CONFIG,
+        result_dir=tmp_path / "ray",
+        make_agent=functools.partial(make_agent, serve(script)),
+        make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
+        max_steps=5,
+        actors=1,
+        cpus_per_actor=0.5,
+        report=lambda outcome: ended_at.append(time.monotonic()),
+        relay_messages=True,
+    )
+    assert len(heard_at) == len(ended_at) == 1
+    assert heard_at[0] < ended_at[0] - 2.0
+
+
+class ClosingEnv(ReplayEnv):
+    """A replayed desktop whose close logs a warning (as the library's own environments log
+    theirs), whose actions wait until every task's desktop is reset (so both episodes are
+    under way), and fail (an error that is no `OsharmError`: the run stops) for `_a`."""
+
+    def __init__(self, directory: Path, marks: Path, task: OsworldTask) -> None:
+        super().__init__(directory, instruction=task.instruction)
+        self.marks, self.name = marks, task.example_id
+
+    def reset(self, task_config: object = None, **extra: object) -> dict[str, Any]:
+        (self.marks / f"reset{self.name}").touch()
+        return super().reset(task_config, **extra)
+
+    def step(self, action: Any, pause: float = 0) -> Any:
+        waited = time.monotonic() + 60
+        while len(list(self.marks.glob("reset_*"))) < 2 and time.monotonic() < waited:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        if self.name == "_a":
+            raise ValueError("the desktop driver broke")
+        return super().step(action, pause)
+
+    def close(self) -> None:
+        logging.getLogger("adapters.runs.environments").warning("closing %s", self.name)
+        super().close()
+
+
+def make_closing_env(desktop: Path, marks: Path, task: OsworldTask) -> ClosingEnv:
+    return ClosingEnv(desktop, marks, task)
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "as each episode ends"])
+def test_what_a_failing_or_cancelled_episode_said_still_comes(
+    cluster: None,
+    serve: Any,
+    tmp_path: Path,
+    retries: list[RetryDetails],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    streamed: bool,
+) -> None:
+    """`_a` retries, then raises (the run stops); `_b`, under way on the other actor, is
+    cancelled. The retry and both environments' closing words reach the driver, `_b`'s
+    said while it was being cancelled, after its stream had ended."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    if not streamed:
+        monkeypatch.setattr(ray_runner, "_client", lambda ray: True)
+    busy = [openai_error(500, "busy"), _reply(CLICK)]
+    script = {"_a": [busy], "_b": [[_reply(CLICK)]] * 5}
+    with pytest.raises(ValueError, match="the desktop driver broke"):
+        run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "ray",
+            make_agent=functools.partial(make_agent, serve(script)),
+            make_env=functools.partial(
+                make_closing_env, observation_folder(tmp_path / "obs"), marks
+            ),
+            max_steps=5,
+            actors=2,
+            cpus_per_actor=0.5,
+            relay_messages=True,
+        )
+    said, logged = _heard(retries, caplog.records)
+    assert said == [(1, 0.0, "RetryableError", "compat HTTP 500: busy (request id req-500)")]
+    assert logged == [
+        ("adapters.runs.environments", "WARNING", "closing _a"),
+        ("adapters.runs.environments", "WARNING", "closing _b"),
+    ]
+
+
+class Unpicklable(Exception):
+    """An error that cannot travel: it holds a lock."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+def test_episodes_sharing_a_process_each_get_their_own_words_once() -> None:
+    """Stamina's hooks and the loggers are process-wide; what each episode says (on the
+    event loop or in the threads it starts) goes to its own channel only, once; what is said
+    outside an episode goes nowhere; once none runs, the process's hooks and handlers are
+    as they were. A retry's error that cannot travel goes as its text."""
+    hooks, handlers = get_on_retry_hooks(), list(logging.getLogger("adapters").handlers)
+    said: dict[str, list[_relay.Said]] = {"one": [], "two": []}
+    logger = logging.getLogger("adapters.runs.tasks")
+
+    def retry(name: str) -> None:
+        details = RetryDetails(
+            name="call",
+            args=(object(),),
+            kwargs={},
+            retry_num=1,
+            wait_for=30.0,
+            waited_so_far=0.0,
+            caused_by=Unpicklable(f"busy {name}"),
+        )
+        for hook in get_on_retry_hooks():
+            hook(details)
+
+    async def episode(name: str) -> None:
+        for _ in range(3):
+            logger.warning("on the loop: %s", name)
+            await asyncio.sleep(0)
+        await asyncio.to_thread(logger.warning, "in a thread: %s", name)
+        await asyncio.to_thread(retry, name)
+
+    async def both() -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(
+            *(
+                _relay.telling(_relay.Channel(loop, said[name].append), episode(name))
+                for name in said
+            )
+        )
+
+    asyncio.run(both())
+    logger.warning("after the episodes")
+    for name, heard in said.items():
+        logged = [s.record().getMessage() for s in heard if isinstance(s, _relay.Logged)]
+        assert logged == [f"on the loop: {name}"] * 3 + [f"in a thread: {name}"]
+        (retried,) = [s for s in heard if isinstance(s, _relay.Retried)]
+        assert type(retried.caused_by) is RuntimeError
+        assert str(retried.caused_by) == f"busy {name}"
+        assert retried.details().args == ()
+    assert get_on_retry_hooks() == hooks
+    assert logging.getLogger("adapters").handlers == handlers
+
+
+def test_a_relayed_record_keeps_its_traceback_and_drops_what_cannot_travel(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its message formatted where it was logged, its traceback as text; an `extra`
+    attribute that does not pickle is left out, one that does is kept."""
+    said: list[_relay.Said] = []
+
+    async def episode() -> None:
+        try:
+            raise ModelCallError("boom", provider="p")
+        except ModelCallError:
+            logging.getLogger("desktopenv.agent").exception(
+                "Step %d failed", 3, extra={"kept": "yes", "lock": threading.Lock()}
+            )
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        await _relay.telling(_relay.Channel(loop, said.append), episode())
+
+    asyncio.run(run())
+    caplog.clear()
+    _relay.relay(said)
+    (record,) = caplog.records
+    assert record.getMessage() == "Step 3 failed"
+    assert record.kept == "yes"  # type: ignore[attr-defined]
+    assert not hasattr(record, "lock")
+    assert "ModelCallError: p: boom" in logging.Formatter().format(record)
