@@ -7,7 +7,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt, number_excerpt, quoted_keys
+from osharm_core.errors import ConfigError, check_flag, excerpt, number_excerpt, quoted_keys
 from osharm_core.limits import MAX_CONFIG_INT, ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -66,11 +66,7 @@ def _number(
 
 
 def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"AgentConfig.{attribute.name} must be true or false; got {type(value).__name__} "
-            f"{number_excerpt(value)}"
-        )
+    check_flag(f"AgentConfig.{attribute.name}", value)
 
 
 def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
