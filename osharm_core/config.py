@@ -203,3 +203,24 @@ class AgentConfig:
         from osharm_core.scaling import resolve_preset  # see _scaling
 
         resolve_preset(self.scaling, self.model)  # a preset's grid must suit the model's protocol
+
+
+def check_config(value: object) -> AgentConfig:
+    """`value` when it is an `AgentConfig`, else a `TypeError` saying so (a dict is read
+    with `AgentConfig.from_json`).
+
+    >>> check_config({"model": "gpt-4o"})
+    Traceback (most recent call last):
+    ...
+    TypeError: config must be an AgentConfig (build one from a dict with AgentConfig.from_json); got dict {'model': 'gpt-4o'}
+    """
+    if not isinstance(value, AgentConfig):
+        hint = (
+            " (build one from a dict with AgentConfig.from_json)"
+            if isinstance(value, Mapping)
+            else ""
+        )
+        raise TypeError(
+            f"config must be an AgentConfig{hint}; got {type(value).__name__} {excerpt(value)}"
+        )
+    return value
