@@ -83,7 +83,19 @@ def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> No
 
 
 def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None:
-    # The value is a secret: the message says what is wrong with it, never what it is.
+    check_password(f"AgentConfig.{attribute.name}", value)
+
+
+def check_password(name: str, value: object) -> str:
+    """`value` when it can be the desktop's sudo password (a non-empty one-line string
+    without backticks, as the prompt quotes it), else a `ConfigError` naming `name` that
+    says what is wrong with it, never what it is (it is a secret).
+
+    >>> check_password("client_password", "")
+    Traceback (most recent call last):
+    ...
+    osharm_core.errors.ConfigError: client_password must be a non-empty one-line string without backticks; got an empty string
+    """
     if not isinstance(value, str):
         problem = f"a {type(value).__name__}"
     elif not value:
@@ -91,10 +103,9 @@ def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None
     elif "\n" in value or "`" in value:
         problem = f"a string of {len(value)} characters holding a line break or a backtick"
     else:
-        return
+        return value
     raise ConfigError(
-        f"AgentConfig.{attribute.name} must be a non-empty one-line string without "
-        f"backticks; got {problem}"
+        f"{name} must be a non-empty one-line string without backticks; got {problem}"
     )
 
 
