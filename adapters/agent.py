@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from adapters._wire import log_quote
-from adapters.accounting.budget import Budget, Reservation
+from adapters.accounting.budget import Budget, Reservation, check_budget
 from adapters.accounting.cost import UsageTotals, step_cost, step_tokens
 from adapters.accounting.prices import PriceTable, default_prices
 from adapters.contract import ModelClient, ModelRequest, ModelResponse, Usage
@@ -40,6 +40,8 @@ from osharm_core import (
     thaw,
 )
 from osharm_core.budget import count_tokens
+from osharm_core.config import check_config
+from osharm_core.errors import ConfigError, excerpt
 from osharm_core.observation import PNG_SIGNATURE, Observation
 from osharm_core.prompts import system_prompt
 from osharm_core.scaling import effective_scaling
@@ -108,7 +110,9 @@ class PromptAgent:
     `ModelClient`; without one, `client_for(model)` is called on the first
     `predict`, so building an agent needs no key. `recorder` (for example a
     `TrajectoryRecorder`) receives every finished step. An invalid
-    combination raises `ValueError` here, as the reference does.
+    combination raises `ValueError` here, as the reference does, and so does a
+    `recorder` without a `record` method or a `budget` that is not a `Budget`
+    (a `ConfigError`, before any model is called).
 
     The configuration fields are attributes (`agent.temperature = 0.2` is
     validated); `system_message` is the prompt without the task sentence;
@@ -227,13 +231,39 @@ class PromptAgent:
 
     @config.setter
     def config(self, config: AgentConfig) -> None:
-        if not isinstance(config, AgentConfig):
-            raise TypeError(f"config must be an AgentConfig; got {type(config).__name__}")
+        check_config(config)
         if config.model != self._config.model:
             self.start_new_chain()
             if not self._client_given:
                 self._client = None
         self._config = config
+
+    @property
+    def recorder(self) -> Recorder | None:
+        """What receives every finished step (`None`: nothing); anything with a `record`
+        method, checked when set, so a wrong one fails here, not after a paid model call."""
+        return self._recorder
+
+    @recorder.setter
+    def recorder(self, recorder: Recorder | None) -> None:
+        if recorder is not None and (
+            isinstance(recorder, type) or not callable(getattr(recorder, "record", None))
+        ):
+            raise ConfigError(
+                "recorder must have a record(step) method (a TrajectoryRecorder) or be None; "
+                f"got {type(recorder).__name__} {excerpt(recorder)}"
+            )
+        self._recorder = recorder
+
+    @property
+    def budget(self) -> Budget | None:
+        """The `Budget` whose caps this agent's calls count against (`None`: no caps), checked
+        when set."""
+        return self._budget
+
+    @budget.setter
+    def budget(self, budget: Budget | None) -> None:
+        self._budget = check_budget(budget)
 
     @property
     def client(self) -> ModelClient:

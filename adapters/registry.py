@@ -28,7 +28,12 @@ import attrs
 import httpx
 
 from adapters.contract import ModelClient, Provider
-from adapters.engine.client import HttpModelClient
+from adapters.engine.client import (
+    HttpModelClient,
+    client_limiter,
+    client_retry,
+    client_timeout,
+)
 from adapters.engine.limits import Limiter
 from adapters.engine.retry import RetryPolicy
 from adapters.errors import ConfigurationError
@@ -172,10 +177,12 @@ class ModelRegistry:
         api_key: str | None = None,
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
-        timeout: httpx.Timeout | None = None,
+        timeout: httpx.Timeout | float | None = None,
         limiter: Limiter | None = None,
     ) -> ModelClient:
-        """A client for `model` (see the module doc for the name forms)."""
+        """A client for `model` (see the module doc for the name forms); `timeout` may be
+        seconds (made an `httpx.Timeout`), and a `timeout`, `retry`, `limiter` or
+        `http_client` of the wrong kind is a `ConfigurationError` here."""
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"a model name is a non-empty string; got {model!r}")
         scheme, rest, prefixed = self.resolve(model)
@@ -189,6 +196,9 @@ class ModelRegistry:
             raise ConfigurationError(
                 f"http_client must be an httpx.Client or httpx.AsyncClient; got {type(http_client).__name__}"
             )
+        retry = client_retry(retry)
+        timeout = client_timeout(timeout)
+        limiter = client_limiter(limiter)
         options = ClientOptions(
             name=model,
             scheme=scheme,
@@ -242,7 +252,7 @@ def client_for(
     api_key: str | None = None,
     http_client: httpx.Client | httpx.AsyncClient | None = None,
     retry: RetryPolicy | None = None,
-    timeout: httpx.Timeout | None = None,
+    timeout: httpx.Timeout | float | None = None,
 ) -> ModelClient:
     """A model client for `model`, chosen by its name.
 
@@ -254,6 +264,11 @@ def client_for(
     `/v1`; Anthropic and Gemini take the host root). Keys come from
     `api_key` or the provider's environment variable; a missing key raises
     `ConfigurationError` naming it, here and not at the first call.
+    `timeout` is an `httpx.Timeout` or a number of seconds for every phase (as
+    httpx and the openai SDK take it; default: read 120 s, connect 10 s);
+    `retry` a `RetryPolicy`. Either of another kind, a malformed `base_url`
+    (not http(s), an invalid or out-of-range port, no host) or an `http_client`
+    that is not an httpx client is a `ConfigurationError`, here too.
     (`REGISTRY.client_for(..., limiter=...)` also takes a rate limiter shared
     with the model's other clients: see `adapters.engine.limits`.)
 

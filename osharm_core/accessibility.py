@@ -20,7 +20,7 @@ import attrs
 from lxml import etree
 
 from osharm_core.config import Platform
-from osharm_core.errors import AccessibilityTreeError, ConfigError, excerpt
+from osharm_core.errors import AccessibilityTreeError, ConfigError, check_flag, excerpt
 
 __all__ = [
     "LINEARIZED_HEADER",
@@ -146,8 +146,9 @@ def platform_keys(platform: str, *, ubuntu_attributes: bool = False) -> Platform
     >>> platform_keys("windows").size
     '{https://accessibility.windows.example.org/ns/component}size'
     """
+    attributes = check_flag("ubuntu_attributes", ubuntu_attributes)
     try:
-        return _PLATFORM_KEYS[(platform, bool(ubuntu_attributes))]
+        return _PLATFORM_KEYS[(platform, attributes)]
     except (KeyError, TypeError):
         raise ConfigError(
             f"platform must be 'ubuntu' or 'windows'; got {excerpt(platform)}"

@@ -7,7 +7,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt, number_excerpt, quoted_keys
+from osharm_core.errors import ConfigError, check_flag, excerpt, number_excerpt, quoted_keys
 from osharm_core.limits import MAX_CONFIG_INT, ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -66,11 +66,7 @@ def _number(
 
 
 def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"AgentConfig.{attribute.name} must be true or false; got {type(value).__name__} "
-            f"{number_excerpt(value)}"
-        )
+    check_flag(f"AgentConfig.{attribute.name}", value)
 
 
 def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -87,7 +83,19 @@ def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> No
 
 
 def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None:
-    # The value is a secret: the message says what is wrong with it, never what it is.
+    check_password(f"AgentConfig.{attribute.name}", value)
+
+
+def check_password(name: str, value: object) -> str:
+    """`value` when it can be the desktop's sudo password (a non-empty one-line string
+    without backticks, as the prompt quotes it), else a `ConfigError` naming `name` that
+    says what is wrong with it, never what it is (it is a secret).
+
+    >>> check_password("client_password", "")
+    Traceback (most recent call last):
+    ...
+    osharm_core.errors.ConfigError: client_password must be a non-empty one-line string without backticks; got an empty string
+    """
     if not isinstance(value, str):
         problem = f"a {type(value).__name__}"
     elif not value:
@@ -95,10 +103,9 @@ def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None
     elif "\n" in value or "`" in value:
         problem = f"a string of {len(value)} characters holding a line break or a backtick"
     else:
-        return
+        return value
     raise ConfigError(
-        f"AgentConfig.{attribute.name} must be a non-empty one-line string without "
-        f"backticks; got {problem}"
+        f"{name} must be a non-empty one-line string without backticks; got {problem}"
     )
 
 
@@ -207,3 +214,24 @@ class AgentConfig:
         from osharm_core.scaling import resolve_preset  # see _scaling
 
         resolve_preset(self.scaling, self.model)  # a preset's grid must suit the model's protocol
+
+
+def check_config(value: object) -> AgentConfig:
+    """`value` when it is an `AgentConfig`, else a `TypeError` saying so (a dict is read
+    with `AgentConfig.from_json`).
+
+    >>> check_config({"model": "gpt-4o"})
+    Traceback (most recent call last):
+    ...
+    TypeError: config must be an AgentConfig (build one from a dict with AgentConfig.from_json); got dict {'model': 'gpt-4o'}
+    """
+    if not isinstance(value, AgentConfig):
+        hint = (
+            " (build one from a dict with AgentConfig.from_json)"
+            if isinstance(value, Mapping)
+            else ""
+        )
+        raise TypeError(
+            f"config must be an AgentConfig{hint}; got {type(value).__name__} {excerpt(value)}"
+        )
+    return value

@@ -82,6 +82,42 @@ def is_finite_number(value: object) -> bool:
         return False
 
 
+def check_flag(name: str, value: object) -> bool:
+    """`value` when it is `True` or `False`, else a `ConfigError` naming `name` and quoting
+    the value: a flag read by truthiness would take the string "false" for true.
+
+    >>> check_flag("overwrite", False)
+    False
+    >>> check_flag("overwrite", "false")
+    Traceback (most recent call last):
+    ...
+    osharm_core.errors.ConfigError: overwrite must be true or false; got str 'false'
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{name} must be true or false; got {type(value).__name__} {excerpt(value)}"
+        )
+    return value
+
+
+def check_size(name: str, value: object) -> tuple[int, int]:
+    """`value` as a `(width, height)` pair (a tuple or list) of ints >= 1, else a `ConfigError`
+    naming `name` and quoting the value.
+
+    >>> check_size("screen_size", [1920, 1080])
+    (1920, 1080)
+    """
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        raise ConfigError(
+            f"{name} must be a (width, height) pair of ints >= 1; got {excerpt(value)}"
+        )
+    return value[0], value[1]
+
+
 def _repr(value: object) -> str:
     # Python refuses to write an int of more than 4,300 digits (about 14,284 bits) as text.
     if isinstance(value, int) and value.bit_length() > 14_000:

@@ -29,7 +29,13 @@ from osharm_core.accessibility import (
     text_cell,
 )
 from osharm_core.config import Platform
-from osharm_core.errors import ConfigError, ScreenshotError, number_excerpt
+from osharm_core.errors import (
+    ConfigError,
+    ScreenshotError,
+    check_flag,
+    check_size,
+    number_excerpt,
+)
 from osharm_core.observation import png_size
 from osharm_core.state import Mask
 
@@ -85,6 +91,20 @@ def _checked_header(data: object, max_pixels: int) -> bytes:
             f"more than the {max_pixels} allowed"
         )
     return data
+
+
+def _checked_size(size: object, max_pixels: int) -> tuple[int, int] | None:
+    """`size` as a `(width, height)` pair of ints >= 1 of at most `max_pixels` pixels (or `None`),
+    else a `ConfigError` quoting it."""
+    if size is None:
+        return None
+    width, height = check_size("size", size)
+    if width * height > max_pixels:
+        raise ConfigError(
+            f"size {number_excerpt(width)} x {number_excerpt(height)} is more than the "
+            f"{max_pixels} pixels max_pixels allows"
+        )
+    return width, height
 
 
 def open_screenshot(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
@@ -531,17 +551,20 @@ def tag_screenshot(
 
     An element whose area is a single colour is skipped (by default judged on the
     image as drawn so far, like the reference; on the untouched screenshot with
-    `test_original=True`). Raises `ScreenshotError` for a bad PNG and
-    `AccessibilityTreeError` for a bad tree.
+    `test_original=True`). Raises `ScreenshotError` for a bad PNG,
+    `AccessibilityTreeError` for a bad tree, and `ConfigError` for a `size` that is not
+    a pair of ints >= 1 or holds more than `max_pixels` pixels.
     """
     keys = platform_keys(platform)
+    check_flag("test_original", test_original)
     png = _checked_header(screenshot, max_pixels)
+    target = _checked_size(size, max_pixels)
     nodes = filter_nodes(parse_accessibility_tree(xml), platform, check_image=True)
     image = _decoded(png)
     sx = sy = 1.0
-    if size is not None and size != image.size:
-        sx, sy = size[0] / image.size[0], size[1] / image.size[1]
-        image = resample_screenshot(image, size)
+    if target is not None and target != image.size:
+        sx, sy = target[0] / image.size[0], target[1] / image.size[1]
+        image = resample_screenshot(image, target)
     elif image.mode not in _DRAWABLE:
         image = _drawable(image)
     probe = image.copy() if test_original else image

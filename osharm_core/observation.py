@@ -21,6 +21,8 @@ def png_size(data: bytes) -> tuple[int, int]:
     >>> png_size(PNG_SIGNATURE + bytes.fromhex("0000000d49484452000007800000043808020000000000000000"))
     (1920, 1080)
     """
+    if not isinstance(data, bytes | bytearray):
+        raise ScreenshotError(f"screenshot must be PNG bytes, not {type(data).__name__}")
     if not data.startswith(PNG_SIGNATURE):
         raise ScreenshotError(
             f"screenshot is not a PNG: it starts with {bytes(data[:8])!r}, "

@@ -1,7 +1,7 @@
 """Model replies to actions: pyautogui code blocks, set-of-marks code, computer_13 JSON.
 
-Every function here is total: any string goes in, a value comes out, nothing
-raises. Every scan is one left-to-right pass (str.find jumps and regexes that
+Every function here is total over strings: any string goes in, a value comes out,
+nothing raises (a reply that is not a string is a `TypeError`). Every scan is one left-to-right pass (str.find jumps and regexes that
 never backtrack), and the search for JSON objects in prose decodes only
 balanced, shallowly nested candidates, so the work grows linearly with the reply.
 """
@@ -18,7 +18,7 @@ from typing import Any, Final
 import attrs
 from returns.result import Failure, Result, Success
 
-from osharm_core.errors import ActionParseError
+from osharm_core.errors import ActionParseError, ConfigError, excerpt, is_finite_number
 from osharm_core.state import MAX_INT_BITS, Action, Mask
 from osharm_core.vocabulary import SPECIAL_WORDS
 
@@ -60,6 +60,13 @@ def _special_word(text: str) -> str | None:
 def _special_words_outside(fenced: Fenced) -> list[str]:
     """The special words standing alone on lines outside the blocks, in order."""
     return [word for word in map(_special_word, fenced.outside_lines) if word is not None]
+
+
+def _reply(text: object) -> str:
+    """`text`, which must be a string (the parsers are total over strings, not over anything)."""
+    if not isinstance(text, str):
+        raise TypeError(f"a model reply must be a str; got {type(text).__name__} {excerpt(text)}")
+    return text
 
 
 def _split_tag(number: int, raw: str) -> Block:
@@ -242,6 +249,7 @@ def code_actions(
     >>> code_actions("WAIT\\nDONE", limit=1)
     CodeActions(actions=('WAIT',), dropped=1)
     """
+    text = _reply(text)
     whole = "\n".join(p.strip() for p in text.split(";") if p.strip())
     word = _special_word(whole)
     if word is not None:
@@ -283,11 +291,27 @@ def som_prefix(masks: Sequence[Mask]) -> str:
 
     >>> som_prefix([(10, 20, 5, 7)])
     'tag_1=(12, 23)\\n'
+
+    A `masks` that is not a sequence of `(x, y, w, h)` boxes of finite numbers is a
+    `ConfigError` naming the box.
     """
-    return "".join(
-        f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"
-        for n, (x, y, w, h) in enumerate(masks, start=1)
-    )
+    boxes: object = masks  # a caller's, whatever its annotation says
+    if not isinstance(boxes, Sequence) or isinstance(boxes, str | bytes):
+        raise ConfigError(f"masks must be a sequence of (x, y, w, h) boxes; got {excerpt(boxes)}")
+    return "".join(_tag_line(n, mask) for n, mask in enumerate(boxes, start=1))
+
+
+def _tag_line(n: int, mask: object) -> str:
+    if (
+        not isinstance(mask, tuple | list)
+        or len(mask) != 4
+        or not all(is_finite_number(v) for v in mask)
+    ):
+        raise ConfigError(
+            f"masks[{n - 1}] must be an (x, y, w, h) box of finite numbers; got {excerpt(mask)}"
+        )
+    x, y, w, h = mask
+    return f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"
 
 
 def parse_code_from_som_string(text: str, masks: Sequence[Mask]) -> list[str]:
@@ -529,6 +553,7 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     >>> parse_actions_from_string('[{"action_type": "PRESS", "key": "enter"}, "DONE"]')
     <Success: [{'action_type': 'PRESS', 'key': 'enter'}, 'DONE']>
     """
+    text = _reply(text)
     word = _special_word(text)
     if word is not None:
         return Success([word])

@@ -64,6 +64,10 @@ class FrozenAction(Mapping[str, Any]):
     _hash: int | None
 
     def __init__(self, items: Mapping[str, Any]) -> None:
+        if not isinstance(items, Mapping):
+            raise TypeError(
+                f"FrozenAction needs a mapping (a computer_13 action); got {type(items).__name__}"
+            )
         object.__setattr__(self, "_items", {key: freeze(value) for key, value in items.items()})
         object.__setattr__(self, "_hash", None)
 

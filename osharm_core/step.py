@@ -11,7 +11,7 @@ import attrs
 from returns.result import Success
 
 from osharm_core.accessibility import LinearizedTable, linearize_table
-from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform
+from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform, check_config
 from osharm_core.errors import ActionParseError, ConfigError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.marks import tag_screenshot
@@ -114,7 +114,16 @@ class LinearizedTree:
 
 # A caller's lists are copied to tuples, so a request stays frozen (and hashable).
 def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
-    return tuple(value)
+    try:
+        messages = None if isinstance(value, str | bytes | Message) else tuple(value)
+    except TypeError:  # not iterable
+        messages = None
+    if messages is None or not all(isinstance(m, Message) for m in messages):
+        raise TypeError(
+            f"StepRequest.messages must be a sequence of Message; got {type(value).__name__} "
+            f"{excerpt(value)}"
+        )
+    return messages
 
 
 def _masks(value: Iterable[Mask] | None) -> tuple[Mask, ...] | None:
@@ -267,6 +276,7 @@ def prepare_step(
     string is a `ConfigError` (it would be written into the system prompt as `None`, and
     into a recording no reader takes).
     """
+    check_config(config)
     if not isinstance(instruction, str):
         raise ConfigError(
             f"the instruction must be a string; got {type(instruction).__name__} "
@@ -365,6 +375,7 @@ def complete_step(
     the frame a recorded reply was written in, replayed under other scaling (an
     identity frame reads screen pixels).
     """
+    check_config(config)
     frame = request.frame if reply_frame is None else reply_frame
     actions = parse_reply(config, response_text, request.masks, frame)
     new_state = attrs.evolve(

@@ -18,7 +18,7 @@ from typing import Final
 import attrs
 import tiktoken
 
-from osharm_core.errors import ConfigError, RankFileError, number_excerpt
+from osharm_core.errors import ConfigError, RankFileError, excerpt, number_excerpt
 
 __all__ = [
     "CL100K_SHA256",
@@ -110,6 +110,9 @@ def trim_accessibility_tree(
     'one two[...]\\n'
     >>> trim_accessibility_tree("short", 10)
     'short'
+
+    A `text` that is not a str is a `TypeError`; a bad `max_tokens` or `encoding` a
+    `ConfigError`.
     """
     return trim_with_split(text, max_tokens, encoding=encoding)[0]
 
@@ -138,8 +141,19 @@ def trim_with_split(
     `count_joined` can count a message holding the result by re-encoding only
     its last line.
     """
+    if not isinstance(text, str):
+        raise TypeError(
+            f"the text to trim must be a str; got {type(text).__name__} {excerpt(text)}"
+        )
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens must be a positive int; got {number_excerpt(max_tokens)}")
+    if encoding is not None and not all(
+        callable(getattr(encoding, name, None)) for name in ("encode_ordinary", "decode")
+    ):
+        raise ConfigError(
+            f"encoding must be None or a tiktoken.Encoding; got {type(encoding).__name__} "
+            f"{excerpt(encoding)}"
+        )
     # Every token is at least one byte, so a text of at most `max_tokens` bytes fits;
     # one with more characters than that has more bytes too, and is not encoded to see.
     if len(text) <= max_tokens and len(text.encode("utf-8", "surrogatepass")) <= max_tokens:

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 import attrs
 from returns.result import Failure, Result, Success
 
-from osharm_core.errors import excerpt
+from osharm_core.errors import check_size, excerpt
 from osharm_core.state import Action
 
 #: The screen size the action ranges refer to unless told otherwise.
@@ -282,7 +282,11 @@ def validate_computer_13(
     <Failure: MOVE_TO.y: missing required parameter>
     >>> validate_computer_13("DONE")
     <Success: DONE>
+
+    A `screen_size` that is not a pair of ints >= 1 is a `ConfigError` (the
+    action is not to blame).
     """
+    screen_size = check_size("screen_size", screen_size)
     if isinstance(action, str):
         if action in SPECIAL_WORDS:
             return Success(action)

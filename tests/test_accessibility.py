@@ -209,6 +209,14 @@ def test_ubuntu_class_columns_empty_by_default_and_filled_with_option() -> None:
     assert rows(xml, ubuntu_attributes=True)[0][3:5] == ["btn", "d"]
 
 
+@pytest.mark.parametrize("value", ["false", "no", 0, 1, None])
+def test_ubuntu_attributes_takes_only_booleans(value: object) -> None:
+    """`ubuntu_attributes="false"` does not turn the option on: only a bool is taken."""
+    xml = tree(f'<push-button name="OK" {SHOWN} {PLACED} attr:class="btn"/>')
+    with pytest.raises(ConfigError, match=r"ubuntu_attributes must be true or false; got"):
+        linearize_accessibility_tree(xml, ubuntu_attributes=value)  # type: ignore[arg-type]
+
+
 def test_windows_columns_use_windows_namespaces() -> None:
     """Windows rows take class from the class namespace and description from attributes."""
     xml = tree(

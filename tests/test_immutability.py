@@ -207,6 +207,20 @@ def test_continuation_fields_of_the_wrong_type_are_state_errors(
         Continuation(*arguments)
 
 
+@pytest.mark.parametrize("messages", ["abc", b"abc", Message("user", (TextPart("x"),)), ["abc"], 5])
+def test_a_step_request_takes_only_a_sequence_of_messages(messages: Any) -> None:
+    """A string is not split into one message per character: anything but Messages is refused."""
+    with pytest.raises(TypeError, match=r"StepRequest\.messages must be a sequence of Message"):
+        StepRequest(messages=messages, observation=ObservationRecord(None, "tree"))
+
+
+@pytest.mark.parametrize("items", [None, "abc", 5, [("x", 1)]])
+def test_a_frozen_action_needs_a_mapping(items: Any) -> None:
+    """FrozenAction(None) is a TypeError saying a mapping is needed."""
+    with pytest.raises(TypeError, match="FrozenAction needs a mapping"):
+        FrozenAction(items)
+
+
 def test_a_step_request_copies_the_lists_it_is_given() -> None:
     messages: list[Message] = [Message("user", (TextPart("look"),))]
     masks: list[Mask] = [(1, 2, 3, 4)]

@@ -450,3 +450,34 @@ def test_reference_table_uses_raw_names() -> None:
     )
     result = tag_screenshot(png(speckled()), tree(body))
     assert result.element_table.split("\n")[1] == f'1\tpush-button\t{name}\t""'
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_test_original_takes_only_booleans(value: object) -> None:
+    """`test_original="false"` is refused, not read as true."""
+    body = f'<push-button name="a" {SHOWN} cp:screencoord="(0, 0)" cp:size="(20, 20)"/>'
+    with pytest.raises(ConfigError, match="test_original must be true or false"):
+        tag_screenshot(png(speckled()), tree(body), test_original=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "size", [(0, 0), (-5, 10), (1.5, 2.5), ("64", "48"), (64,), (64, 48, 3), {}, (True, 48)]
+)
+def test_size_must_be_a_pair_of_positive_ints(size: object) -> None:
+    """A `size` that is not a (width, height) pair of ints >= 1 is a ConfigError quoting it."""
+    body = f'<push-button name="a" {SHOWN} cp:screencoord="(0, 0)" cp:size="(20, 20)"/>'
+    with pytest.raises(ConfigError, match=r"size must be a \(width, height\) pair"):
+        tag_screenshot(png(speckled()), tree(body), size=size)  # type: ignore[arg-type]
+
+
+def test_size_beyond_max_pixels_is_refused_before_resampling() -> None:
+    """A `size` of more pixels than `max_pixels` is refused at once, never drawn (40000 x 40000
+    took a minute and 6 GB)."""
+    body = f'<push-button name="a" {SHOWN} cp:screencoord="(0, 0)" cp:size="(20, 20)"/>'
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="more than the 67108864 pixels max_pixels allows"):
+        tag_screenshot(png(speckled()), tree(body), size=(40000, 40000))
+    with pytest.raises(ConfigError, match="max_pixels"):
+        tag_screenshot(png(speckled()), tree(body), size=(100, 100), max_pixels=64 * 48)
+    assert time.monotonic() - started < 5
+    assert tag_screenshot(png(speckled()), tree(body), size=[32, 24]).masks == ((0, 0, 20, 20),)

@@ -122,6 +122,13 @@ def test_huge_claimed_size_is_read_without_decoding() -> None:
     assert Observation(screenshot=PNG).screenshot_size == (1920, 1080)
 
 
+@pytest.mark.parametrize("value", [None, "\x89PNG", 5, memoryview(b"\x89PNG")])
+def test_png_size_needs_bytes(value: object) -> None:
+    """png_size of anything but bytes is a ScreenshotError naming the type, not an AttributeError."""
+    with pytest.raises(ScreenshotError, match=f"must be PNG bytes, not {type(value).__name__}"):
+        png_size(value)  # type: ignore[arg-type]
+
+
 def test_repr_hides_payloads() -> None:
     """The repr shows sizes, not megabytes of bytes and XML."""
     text = repr(Observation(screenshot=PNG, accessibility_tree=XML))

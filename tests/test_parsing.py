@@ -11,8 +11,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
-from osharm_core.errors import ActionParseError
+from osharm_core.errors import ActionParseError, ConfigError
 from osharm_core.parsing import (
+    code_actions,
     parse_actions_from_string,
     parse_code_from_som_string,
     parse_code_from_string,
@@ -284,6 +285,39 @@ def test_som_code_gets_the_prefix_and_specials_do_not() -> None:
     ]
     assert parse_code_from_som_string("WAIT", masks) == ["WAIT"]
     assert parse_code_from_som_string(fence("x()"), []) == ["x()"]
+
+
+@pytest.mark.parametrize(
+    "masks",
+    [
+        [(1, 2)],
+        [(1, 2, 3, 4, 5)],
+        [("1", "2", "3", "4")],
+        [(float("nan"), 2, 3, 4)],
+        [(True, 2, 3, 4)],
+        [{"x": 1, "y": 2, "w": 3, "h": 4}],
+        [None],
+        "abcd",
+        5,
+    ],
+)
+def test_som_masks_of_the_wrong_shape_are_refused(masks: Any) -> None:
+    """Masks that are not (x, y, w, h) boxes of finite numbers are a ConfigError naming them,
+    not an unpacking error from inside the parser."""
+    with pytest.raises(ConfigError, match=r"masks(\[0\])? must be"):
+        parse_code_from_som_string(fence("pyautogui.click(tag_1)"), masks)
+    with pytest.raises(ConfigError, match=r"masks(\[0\])? must be"):
+        som_prefix(masks)
+
+
+@pytest.mark.parametrize("reply", [None, b"DONE", 5, ["DONE"]])
+def test_parsers_need_a_str(reply: Any) -> None:
+    """The parsers are total over strings; anything else is a TypeError saying a str is needed."""
+    for parse in (parse_code_from_string, code_actions, parse_actions_from_string):
+        with pytest.raises(TypeError, match="a model reply must be a str; got"):
+            parse(reply)
+    with pytest.raises(TypeError, match="a model reply must be a str"):
+        parse_code_from_som_string(reply, [(0, 0, 4, 4)])
 
 
 @given(

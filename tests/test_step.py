@@ -187,6 +187,22 @@ def test_prepare_step_checks_the_observation() -> None:
         prepare_step(config, AgentState(), "t", Observation(accessibility_tree="<a/>"))
 
 
+def test_a_config_given_as_a_dict_is_a_type_error_naming_agentconfig() -> None:
+    """A dict where the config goes is refused up front, pointing at AgentConfig.from_json, not an
+    AttributeError from deep inside (the dict is a config's to_json, the likeliest mistake)."""
+    config = AgentConfig(observation_type="a11y_tree", action_space="pyautogui")
+    request = prepare_step(config, AgentState(), "t", {"accessibility_tree": "<a/>"})
+    hint = "config must be an AgentConfig \\(build one from a dict with AgentConfig.from_json\\)"
+    with pytest.raises(TypeError, match=hint):
+        prepare_step(config.to_json(), AgentState(), "t", {"accessibility_tree": "<a/>"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=hint):
+        complete_step(config.to_json(), AgentState(), request, "DONE")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=hint):
+        system_prompt(config.to_json())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be an AgentConfig; got str"):
+        system_prompt("gpt-4o")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("buffer", [bytearray, memoryview])
 @pytest.mark.parametrize("kind", ["screenshot", "screenshot_a11y_tree", "som", "a11y_tree"])
 @pytest.mark.parametrize("scaling", ["native", "claude"])

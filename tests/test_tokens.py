@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from osharm_core import _cl100k, tokens
 from osharm_core.accessibility import linearize_accessibility_tree
+from osharm_core.errors import ConfigError
 from osharm_core.tokens import (
     CL100K_SHA256,
     TRIM_MARKER,
@@ -173,6 +174,21 @@ def test_max_tokens_must_be_positive_int(bad: object) -> None:
     """A limit that is not a positive int is a ValueError that names it."""
     with pytest.raises(ValueError, match="max_tokens must be a positive int"):
         trim_accessibility_tree("text", bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", [b"abc " * 100, b"ab", None, 5, ["a", "b"]])
+def test_text_must_be_a_str(text: object) -> None:
+    """Bytes (a tree not yet linearized) or None are a TypeError saying a str is needed, short or
+    long, not a regex or attribute error from deep inside."""
+    with pytest.raises(TypeError, match="the text to trim must be a str; got"):
+        trim_accessibility_tree(text, 2)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("encoding", ["gpt2", "cl100k_base", 5, object()])
+def test_encoding_must_be_an_encoding(encoding: object) -> None:
+    """An encoding given by name (or anything without tiktoken's methods) is a ConfigError."""
+    with pytest.raises(ConfigError, match=r"encoding must be None or a tiktoken\.Encoding; got"):
+        trim_accessibility_tree("a b c d e f g h", 2, encoding=encoding)  # type: ignore[arg-type]
 
 
 def test_encoding_can_be_passed_in() -> None:

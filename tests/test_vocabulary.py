@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Failure, Success
 
+from osharm_core.errors import ConfigError
 from osharm_core.state import AgentState, FrozenAction, ObservationRecord, thaw
 from osharm_core.vocabulary import (
     ACTION_SPECS,
@@ -203,6 +204,19 @@ def test_screen_size_sets_the_coordinate_range() -> None:
     assert isinstance(validate_computer_13(action), Failure)
     assert isinstance(validate_computer_13(action, screen_size=(2560, 1440)), Success)
     assert "0..1280" in failure_message(action, screen_size=(1280, 720))
+
+
+@pytest.mark.parametrize(
+    "size", [(1920,), {}, (0, 0), (-5, -5), (1920, 0), ("1920", "1080"), (1.5, 2.0), None]
+)
+def test_a_bad_screen_size_is_a_config_error(size: object) -> None:
+    """A screen size that is not a pair of ints >= 1 is the caller's ConfigError (quoting it),
+    whatever the action: not an IndexError, nor every click called out of range."""
+    with pytest.raises(ConfigError, match=r"screen_size must be a \(width, height\) pair"):
+        validate_computer_13({"action_type": "CLICK", "x": 0, "y": 0}, screen_size=size)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="screen_size"):
+        validate_computer_13("DONE", screen_size=size)  # type: ignore[arg-type]
+    assert validate_computer_13("DONE", screen_size=[800, 600]) == Success("DONE")  # type: ignore[arg-type]
 
 
 @given(computer_13_actions)

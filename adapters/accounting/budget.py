@@ -40,9 +40,9 @@ import contextlib
 import threading
 
 from adapters.accounting.cost import UsageTotals
-from adapters.accounting.prices import PriceTable, default_prices
+from adapters.accounting.prices import PriceTable, check_prices, default_prices
 from adapters.errors import BudgetExceeded
-from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, is_finite_number, number_excerpt
 
 
 def _cap(value: float | None, name: str, *, integer: bool) -> float | None:
@@ -84,7 +84,8 @@ class Budget:
     """Per-episode and per-run caps (tokens and USD; `None`: no cap) and the run's totals.
 
     `prices` prices the steps (the shipped table by default; see
-    `load_prices` for overrides). Invalid caps raise `ConfigError`.
+    `load_prices` for overrides). Invalid caps, and `prices` that are not a
+    `PriceTable` (a path: read it with `load_prices`), raise `ConfigError`.
 
     Share one `Budget` between a process's agents (threads or one event
     loop): each request in flight holds the largest step charged so far
@@ -106,7 +107,8 @@ class Budget:
         self.max_episode_cost = _cap(max_episode_cost, "max_episode_cost", integer=False)
         self.max_run_tokens = _cap(max_run_tokens, "max_run_tokens", integer=True)
         self.max_run_cost = _cap(max_run_cost, "max_run_cost", integer=False)
-        self.prices = prices if prices is not None else default_prices()
+        given = check_prices(prices)
+        self.prices = given if given is not None else default_prices()
         self._run = UsageTotals()
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
@@ -320,3 +322,14 @@ def _on_a_loop() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def check_budget(budget: object) -> Budget | None:
+    """`budget` when it is a `Budget` or `None`, else a `ConfigError` (caps given as a mapping
+    are passed to `Budget(...)` as keywords)."""
+    if budget is not None and not isinstance(budget, Budget):
+        raise ConfigError(
+            f"budget must be a Budget or None (build one with Budget(max_episode_cost=...)); "
+            f"got {type(budget).__name__} {excerpt(budget)}"
+        )
+    return budget

@@ -18,7 +18,7 @@ from typing import Final, Protocol
 
 import attrs
 
-from adapters.accounting.prices import ModelPrice, PriceTable, default_prices
+from adapters.accounting.prices import ModelPrice, PriceTable, check_prices, default_prices
 from adapters.contract import Usage, plausible_count
 
 _MILLION = 1_000_000
@@ -53,7 +53,8 @@ def step_cost(usage: Usage, model: str, prices: PriceTable | None = None) -> flo
     >>> step_cost(Usage(input_tokens=10, output_tokens=1), "compat/my-model") is None
     True
     """
-    price = (prices if prices is not None else default_prices()).lookup(model)
+    given = check_prices(prices)
+    price = (given if given is not None else default_prices()).lookup(model)
     return None if price is None else price_usage(usage, price)
 
 

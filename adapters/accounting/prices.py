@@ -40,7 +40,7 @@ from typing import Any, Final
 import attrs
 
 from adapters._files import MAX_JSON_BYTES, read_regular
-from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, is_finite_number, number_excerpt
 
 #: Scheme prefixes whose model names are the vendor's own (see the matching rules).
 FIRST_PARTY_SCHEMES: Final = (
@@ -254,6 +254,17 @@ def default_prices() -> PriceTable:
     """The price table shipped in the package (`adapters/accounting/prices.json`), loaded once."""
     text = resources.files("adapters.accounting").joinpath("prices.json").read_text("utf-8")
     return PriceTable.from_json(json.loads(text), "adapters/accounting/prices.json")
+
+
+def check_prices(prices: object) -> PriceTable | None:
+    """`prices` when it is a `PriceTable` or `None`, else a `ConfigError` (a path or a mapping
+    is read with `load_prices` first)."""
+    if prices is not None and not isinstance(prices, PriceTable):
+        raise ConfigError(
+            f"prices must be a PriceTable or None (read a file or mapping with load_prices); "
+            f"got {type(prices).__name__} {excerpt(prices)}"
+        )
+    return prices
 
 
 def load_prices(

@@ -45,6 +45,7 @@ from adapters.cli._inputs import (
     model_client,
     observation,
     option_words,
+    path_option,
     replay_source,
     task_instruction,
     task_place,
@@ -140,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_observation_options(render)
     add_agent_options(render)
     add_model_options(render, client=False)
-    render.add_argument("--som-out", metavar="PNG", help="write the set-of-marks screenshot here")
+    render.add_argument(
+        "--som-out", type=path_option, metavar="PNG", help="write the set-of-marks screenshot here"
+    )
     render.add_argument("--json", action="store_true", help="print the wire-shape messages as JSON")
     render.add_argument(
         "--trajectory",
@@ -179,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--examples",
+        type=path_option,
         metavar="DIR",
         help="with --tasks: the examples directory holding DOMAIN/ID.json task configs",
     )
@@ -204,11 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--at", type=int, metavar="K", help="with --fork: steps replayed (default 0)")
     run.add_argument(
         "--observations",
+        type=path_option,
         metavar="DIR",
         help="with --tasks: the desktop each task sees, DIR/DOMAIN/ID when it exists, else DIR; "
         "one observation per model turn, as for task directories",
     )
-    run.add_argument("--out", required=True, metavar="DIR", help="where to record trajectories")
+    run.add_argument(
+        "--out",
+        required=True,
+        type=path_option,
+        metavar="DIR",
+        help="where to record trajectories",
+    )
     run.add_argument(
         "--instruction",
         help="the task (default: each directory's task.json, else a recording's own steps')",

@@ -20,7 +20,7 @@ from adapters.contract import ModelClient
 from adapters.engine.client import HttpModelClient
 from adapters.engine.limits import Limiter
 from adapters.errors import ConfigurationError, TrajectoryError, UsageError
-from adapters.providers._credentials import check_key
+from adapters.providers._credentials import check_key, url_problem
 from adapters.registry import REGISTRY
 from adapters.trajectories import replay as _replay
 from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES, open_trajectory
@@ -32,6 +32,23 @@ from osharm_core.scaling import scaling_choices
 
 #: The file in a task directory that holds its instruction.
 TASK_FILE: Final = "task.json"
+
+
+def path_option(text: str) -> str:
+    """An argparse type for a path option: an empty or whitespace-only one (which would be the
+    current directory) is refused, and argparse names the option."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"needs a path; got the empty path {excerpt(text)}")
+    return text
+
+
+def _base_url(text: str) -> str:
+    """An argparse type for --base-url: checked as the clients check it (`url_problem`), so a
+    malformed one is a usage error naming the option; a blank one stays unset."""
+    problem = url_problem(text.strip()) if text.strip() else None
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"the base URL {problem}")
+    return text
 
 
 # --- the observation and its instruction -----------------------------------------
@@ -274,7 +291,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, client: bool = True) -
         help="model name (gpt-4o, claude-..., compat/<model>, replay:PATH, ...; default gpt-4o)",
     )
     if client:
-        group.add_argument("--base-url", help="API base URL (OpenAI-style ones include /v1)")
+        group.add_argument(
+            "--base-url", type=_base_url, help="API base URL (OpenAI-style ones include /v1)"
+        )
         group.add_argument(
             "--api-key-env",
             metavar="VAR",

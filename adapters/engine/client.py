@@ -64,6 +64,7 @@ from adapters.engine.retry import RetryPolicy, retry_after_from_headers, stamina
 from adapters.engine.server_limits import server_limit_error
 from adapters.engine.transport import ShardedAsyncTransport
 from adapters.errors import (
+    ConfigurationError,
     ContextLengthError,
     DeadlineExceededError,
     ModelCallError,
@@ -72,7 +73,7 @@ from adapters.errors import (
     ResponseDecodeError,
     RetryableError,
 )
-from osharm_core.errors import ConfigError, excerpt
+from osharm_core.errors import ConfigError, excerpt, is_finite_number, number_excerpt
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,50 @@ logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
 #: Enough pooled connections for many agents sharing one client.
 DEFAULT_LIMITS: Final = httpx.Limits(max_connections=128, max_keepalive_connections=64)
+#: The methods `HttpModelClient` calls on a limiter (see `adapters.engine.limits.Limiter`).
+_LIMITER_METHODS: Final = ("admit", "release", "reserve", "hold", "observe")
+
+
+def client_timeout(timeout: object) -> httpx.Timeout | None:
+    """`timeout` as the client takes it: an `httpx.Timeout`, or a number of seconds > 0 for
+    every phase (as httpx and the openai SDK take it), made one; `None` stays `None`. Anything
+    else is a `ConfigurationError`.
+
+    >>> client_timeout(30)
+    Timeout(timeout=30.0)
+    """
+    if timeout is None or isinstance(timeout, httpx.Timeout):
+        return timeout
+    if is_finite_number(timeout) and timeout > 0:  # type: ignore[operator]
+        return httpx.Timeout(float(timeout))  # type: ignore[arg-type]
+    raise ConfigurationError(
+        "timeout must be an httpx.Timeout or a finite number of seconds > 0; got "
+        f"{type(timeout).__name__} {number_excerpt(timeout)}"
+    )
+
+
+def client_retry(retry: object) -> RetryPolicy | None:
+    """`retry` when it is a `RetryPolicy` or `None`, else a `ConfigurationError`."""
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigurationError(
+            "retry must be a RetryPolicy (e.g. RetryPolicy(attempts=3)) or None; got "
+            f"{type(retry).__name__} {excerpt(retry)}"
+        )
+    return retry
+
+
+def client_limiter(limiter: object) -> Limiter | None:
+    """`limiter` when it is `None` or has a `Limiter`'s methods (a `RateLimiter`), else a
+    `ConfigurationError` naming the first it lacks."""
+    if limiter is None:
+        return None
+    for name in _LIMITER_METHODS:
+        if not callable(getattr(limiter, name, None)):
+            raise ConfigurationError(
+                f"limiter must be a RateLimiter (or have its {name}() method) or None; got "
+                f"{type(limiter).__name__} {excerpt(limiter)}"
+            )
+    return limiter  # type: ignore[return-value]
 
 
 @attrs.frozen
@@ -521,9 +566,11 @@ class HttpModelClient:
     open is closed when its event loop shuts down (`asyncio.run` does that at
     its end), so a client used across many `asyncio.run` calls leaves no
     socket open. Both are context managers. Every request carries
-    `timeout` (default: read 120 s, connect 10 s), whatever the given client's
-    own default, shortened to what is left of the policy's deadline. `retry`
-    defaults to `RetryPolicy()`. `model`, when set, is the model name sent on
+    `timeout` (an `httpx.Timeout`, or seconds for every phase as httpx and the
+    openai SDK take them; default: read 120 s, connect 10 s), whatever the given
+    client's own default, shortened to what is left of the policy's deadline. `retry`
+    defaults to `RetryPolicy()`. A `timeout`, `retry` or `limiter` of the wrong kind is
+    a `ConfigurationError` here, not at the first call. `model`, when set, is the model name sent on
     the wire for every request (the registry sets it for prefixed names such
     as `compat/llama3`). A reply body over `max_response_bytes` (as sent or
     decompressed; default 64 MiB) is a `ResponseTooLargeError`. Redirects are
@@ -540,15 +587,17 @@ class HttpModelClient:
         http_client: httpx.Client | None = None,
         async_http_client: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
-        timeout: httpx.Timeout | None = None,
+        timeout: httpx.Timeout | float | None = None,
         model: str | None = None,
         max_response_bytes: int | None = None,
         limiter: Limiter | None = None,
     ) -> None:
         self.provider = provider
-        self.limiter = limiter
+        self.limiter = client_limiter(limiter)
+        retry = client_retry(retry)
         self._retry = retry if retry is not None else RetryPolicy()
-        self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+        given = client_timeout(timeout)
+        self.timeout = given if given is not None else DEFAULT_TIMEOUT
         self.model = model
         limit = DEFAULT_MAX_RESPONSE_BYTES if max_response_bytes is None else max_response_bytes
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

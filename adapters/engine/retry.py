@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from adapters._checks import flag_field
 from adapters._wire import delta_seconds
 from adapters.errors import BadRequestError, ModelCallError
 from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
@@ -64,8 +65,8 @@ class RetryPolicy:
 
     attempts: int = attrs.field(default=10, validator=_positive_int)
     wait: float = attrs.field(default=30.0, validator=_seconds)
-    retry_bad_request: bool = True
-    honour_retry_after: bool = True
+    retry_bad_request: bool = attrs.field(default=True, validator=flag_field("RetryPolicy"))
+    honour_retry_after: bool = attrs.field(default=True, validator=flag_field("RetryPolicy"))
     max_retry_after: float = attrs.field(default=120.0, validator=_seconds)
     timeout: float | None = attrs.field(default=1200.0, validator=_seconds)
 

@@ -9,7 +9,10 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from adapters.errors import ConfigurationError
+from osharm_core.errors import excerpt
 
 if TYPE_CHECKING:
     from adapters.contract import ModelClient
@@ -130,7 +133,8 @@ def require_url(
     default: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> str:
-    """A base URL: the argument, else the variables, else `default`; it must be http(s).
+    """A base URL: the argument, else the variables, else `default`; it must be an http(s) URL
+    that httpx can parse, with a host and a port (when given) in 1-65535.
 
     >>> require_url(None, ["ACME_BASE_URL"], what="acme", default="https://acme.test/v1/", environ={})
     'https://acme.test/v1'
@@ -139,11 +143,30 @@ def require_url(
     if url is None:
         hint = " or set " + " or ".join(names) if names else ""
         raise ConfigurationError(f"{what} needs a base URL: pass base_url=...{hint}")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigurationError(
-            f"{what}: base URL must start with http:// or https://; got {url!r}"
-        )
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigurationError(f"{what}: base URL {problem}")
     return url.rstrip("/")
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be a base URL (not http(s), not parseable by httpx, no host, a port
+    outside 1-65535), quoting it; `None` when it can.
+
+    >>> url_problem("http://127.0.0.1:abc/v1")
+    "'http://127.0.0.1:abc/v1' is not a URL: Invalid port: 'abc'"
+    """
+    if not url.startswith(("http://", "https://")):
+        return f"must start with http:// or https://; got {excerpt(url)}"
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        return f"{excerpt(url)} is not a URL: {exc}"
+    if not parsed.host:
+        return f"{excerpt(url)} names no host"
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        return f"{excerpt(url)} has port {parsed.port}, outside 1-65535"
+    return None
 
 
 def named_model(options: ClientOptions) -> str:

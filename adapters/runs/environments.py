@@ -29,6 +29,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import httpx
 
+from adapters._checks import path_argument
 from adapters._files import new_file
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
@@ -65,6 +66,7 @@ from adapters.runs.vm_setup import (
 from adapters.runs.vm_tries import tries
 from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, ConfigError, OsharmError
+from osharm_core.config import check_password
 from osharm_core.errors import excerpt
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
@@ -625,6 +627,7 @@ class OSWorldServerEnv:
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        check_password("client_password", client_password)
         timeout = seconds_limit("timeout", timeout, high=MAX_TIMEOUT, above_zero=True)
         if revert is not None and not callable(revert):
             raise ConfigError(
@@ -642,7 +645,7 @@ class OSWorldServerEnv:
         self.retry_wait = seconds_limit("retry_wait", retry_wait, high=600)
         byte_limit("max_download_bytes", max_download_bytes)
         self._screen_size = None if screen_size is None else _screen(screen_size, "screen_size")
-        self.recording = None if recording is None else Path(recording)
+        self.recording = None if recording is None else path_argument("recording", recording)
         self.max_recording_bytes = byte_limit("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
         #: Why the last `reset` could not start the recording (the episode ran unrecorded).

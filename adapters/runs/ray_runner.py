@@ -55,6 +55,7 @@ from collections.abc import (
 )
 from typing import Any, Final
 
+from adapters._checks import positive_int
 from adapters.accounting.budget import Budget, Reservation
 from adapters.accounting.cost import UsageTotals
 from adapters.engine.limits import DEFAULT_MAX_PAUSE, RateLimiter
@@ -78,11 +79,13 @@ from adapters.runs.tasks import (
     _stopped,
     _stopped_by,
     arun_task,
+    check_run,
     is_finished,
     task_folders,
 )
 from adapters.trajectories.osharm import result_folder
 from osharm_core import AgentConfig, ConfigError
+from osharm_core.errors import check_flag
 
 #: How long the driver waits for a first actor to start before it gives up.
 DEFAULT_START_TIMEOUT: Final = 300.0
@@ -527,12 +530,6 @@ class _Steps(Quiet):
         self.sink((step, max_steps))
 
 
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
-    return value
-
-
 def _cpu_share(value: object) -> float:
     """A Ray CPU request: a fraction in (0, 1] or a whole number (what Ray accepts)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -614,7 +611,9 @@ def run_task_list_on_ray(
     grows); when none has started after `start_timeout` seconds the run
     stops with a `ConfigurationError` instead of waiting forever.
     """
-    count = _positive("actors", actors)
+    count = positive_int("actors", actors)
+    check_run(config, max_steps, continue_unfinished, budget)
+    check_flag("shared_limiter", shared_limiter)
     share = _cpu_share(cpus_per_actor)
     if isinstance(start_timeout, bool) or not isinstance(start_timeout, int | float):
         raise ConfigError(f"start_timeout must be a number of seconds; got {start_timeout!r}")

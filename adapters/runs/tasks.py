@@ -22,9 +22,10 @@ from typing import Any, Final
 
 import attrs
 
+from adapters._checks import positive_int
 from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters._strict_json import _NotFinite, strict_loads
-from adapters.accounting.budget import Budget
+from adapters.accounting.budget import Budget, check_budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
 from adapters.errors import (
@@ -56,8 +57,9 @@ from adapters.trajectories.osharm import (
 )
 from adapters.trajectories.rebuild import Recording, folder_recording, recorded_under
 from adapters.trajectories.replay import ForkClient
-from osharm_core import AgentConfig, ConfigError
-from osharm_core.errors import ObservationError, RequestBudgetError, excerpt
+from osharm_core import AgentConfig
+from osharm_core.config import check_config
+from osharm_core.errors import ObservationError, RequestBudgetError, check_flag, excerpt
 
 
 @attrs.frozen(kw_only=True)
@@ -315,6 +317,18 @@ def _failed_unstarted(begun: _Begun) -> None:
         begun.open_writer().error()
 
 
+def check_run(
+    config: object, max_steps: object, continue_unfinished: object, budget: object
+) -> None:
+    """The arguments every task-list runner shares, checked before anything runs: `config` an
+    `AgentConfig` (`TypeError`), `max_steps` an int >= 1, `continue_unfinished` a bool and
+    `budget` a `Budget` or `None` (`ConfigError`)."""
+    check_config(config)
+    positive_int("max_steps", max_steps)
+    check_flag("continue_unfinished", continue_unfinished)
+    check_budget(budget)
+
+
 def _check_timeout(episode_timeout: float | None) -> None:
     """A `ConfigError` unless `episode_timeout` is `None` or a number of seconds above 0."""
     if episode_timeout is not None:
@@ -500,8 +514,10 @@ def run_task_list(
     reported `stopped`). Each environment is closed after its episode; a close
     that fails is noted in the outcome's `detail` and the run goes on. Tasks
     that would share a result folder (see `task_folders`) are refused before
-    any runs.
+    any runs, and so are arguments of the wrong kind (see `check_run`: a
+    `max_steps` below 1 would mark every task finished with no step).
     """
+    check_run(config, max_steps, continue_unfinished, budget)
     task_folders(tasks, config, result_dir)
     hears = listener if listener is not None else Quiet()
     began = time.monotonic()
@@ -584,6 +600,7 @@ async def arun_task(
     case; a close that fails is noted in the outcome's `detail`. The result
     folder is written in `executor` (default: the loop's), off the event loop.
     """
+    check_run(config, max_steps, continue_unfinished, budget)
     _check_timeout(episode_timeout)
     hears = listener if listener is not None else Quiet()
     stopped = _stopped(task, config, result_dir, budget)
@@ -679,8 +696,8 @@ async def arun_task_list(
     call under way). Outcomes come back in task order,
     with the run's `summary`; `report` sees each as it ends.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be an integer >= 1; got {workers!r}")
+    positive_int("workers", workers)
+    check_run(config, max_steps, continue_unfinished, budget)
     _check_timeout(episode_timeout)
     task_folders(tasks, config, result_dir)
     began = time.monotonic()

@@ -82,6 +82,7 @@ from adapters.runs.vm_http import (
     vm_answer,
 )
 from adapters.runs.vm_json import json_body
+from osharm_core.config import check_password
 from osharm_core.errors import excerpt
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE
 
@@ -416,7 +417,7 @@ class ServerSetup:
         self.base_url = base_url.rstrip("/")
         self.max_download_bytes = max_download_bytes
         self.max_answer_bytes = max_answer_bytes
-        self.client_password = client_password
+        self.client_password = check_password("client_password", client_password)
         #: The VM's screen size, for the `{SCREEN_...}` placeholders (asked only when used).
         self.screen: Callable[[], tuple[int, int]]
         if callable(screen_size):

@@ -36,6 +36,7 @@ from typing import Any, Final, Protocol
 import attrs
 from returns.result import Failure, Result, Success
 
+from adapters._checks import path_argument
 from adapters._files import create_file, open_appending, read_regular
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.contract import ModelResponse, Usage
@@ -49,7 +50,7 @@ from osharm_core import (
     thaw,
 )
 from osharm_core.accessibility import tree_text
-from osharm_core.errors import AccessibilityTreeError, excerpt
+from osharm_core.errors import AccessibilityTreeError, check_flag, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
@@ -335,7 +336,8 @@ class TrajectoryRecorder:
     `directory` is created when missing. A directory that already holds a
     `trajectory.jsonl` or step files (`step_` and a digit) raises `TrajectoryExistsError`
     unless `overwrite=True`, which deletes them first (a symbolic link is removed, its
-    target left alone). Step files are created new, never written through a
+    target left alone; a flag that is not a bool, or an empty `directory`, is a
+    `ConfigError`). Step files are created new, never written through a
     link or over a file that appeared since. Steps are
     numbered from 1 for the recorder's lifetime (an agent reset does not
     restart the numbering, so file names never collide); the first step after
@@ -350,7 +352,8 @@ class TrajectoryRecorder:
         overwrite: bool = False,
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
-        self.directory = Path(directory)
+        self.directory = path_argument("directory", directory)
+        check_flag("overwrite", overwrite)
         self.path = self.directory / TRAJECTORY_FILE
         self._clock = clock
         self._steps = 0

@@ -48,6 +48,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from adapters._checks import flag_field, path_argument, positive_int
 from adapters._files import _reason, create_file
 from adapters._strict_json import STRICT_DECODER, _NotFinite, strict_loads
 from adapters.errors import (
@@ -78,12 +79,14 @@ from osharm_core import (
     MAX_ACTIONS_PER_REPLY,
     Action,
     AgentConfig,
+    ConfigError,
     CoordinateFrame,
     Mask,
     linearize_accessibility_tree,
     thaw,
 )
-from osharm_core.errors import excerpt, is_finite_number, number_excerpt
+from osharm_core.config import check_config
+from osharm_core.errors import check_flag, excerpt, is_finite_number, number_excerpt
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
 from osharm_core.step import LinearizedTree, StepRequest
@@ -141,20 +144,45 @@ def result_folder(
     >>> result_folder("results", AgentConfig(model="gpt-4o", action_space="pyautogui",
     ...               observation_type="a11y_tree"), "os", "_task").as_posix()
     'results/pyautogui/a11y_tree/gpt-4o/os/_task'
+
+    An empty `result_dir` (which would be the current directory) is a `ConfigError`, a
+    `config` that is no `AgentConfig` a `TypeError`.
     """
+    root = path_argument("result_dir", result_dir)
+    check_config(config)
     parts = (config.action_space, config.observation_type, config.model, domain, example_id)
-    return Path(result_dir).joinpath(*(_segment(p) for p in parts))
+    return root.joinpath(*(_segment(p) for p in parts))
+
+
+def _text(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"TaskInfo.{attribute.name} must be a non-empty string; got {excerpt(value)}"
+        )
+
+
+def _injection(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(
+            f"TaskInfo.injection must be a mapping or None; got {type(value).__name__} "
+            f"{excerpt(value)}"
+        )
 
 
 @attrs.frozen(kw_only=True)
 class TaskInfo:
-    """What better_log's `task` says, plus where the task sits in the result tree."""
+    """What better_log's `task` says, plus where the task sits in the result tree.
 
-    instruction: str
-    domain: str
-    example_id: str
-    jailbreak: bool = False
-    injection: Mapping[str, Any] | None = None
+    `instruction`, `domain` and `example_id` must be non-empty strings, `jailbreak`
+    a bool and `injection` a mapping or `None` (a `ConfigError` otherwise): they go
+    into the judge's input as they are.
+    """
+
+    instruction: str = attrs.field(validator=_text)
+    domain: str = attrs.field(validator=_text)
+    example_id: str = attrs.field(validator=_text)
+    jailbreak: bool = attrs.field(default=False, validator=flag_field("TaskInfo"))
+    injection: Mapping[str, Any] | None = attrs.field(default=None, validator=_injection)
 
 
 def _now() -> datetime:
@@ -290,6 +318,9 @@ class ResultWriter:
     stops, fails or is killed before that (a run cap reached at its first live
     request) leaves the record byte for byte as it was, for the next run to
     continue from.
+
+    An empty `directory`, a `max_steps` that is not an int >= 1, or a flag that is not a
+    bool is a `ConfigError`, raised before anything is touched.
     """
 
     def __init__(
@@ -304,7 +335,13 @@ class ResultWriter:
         fork: Mapping[str, Any] | None = None,
         deferred: bool = False,
     ) -> None:
-        self.directory = Path(directory)
+        self.directory = path_argument("directory", directory)
+        check_config(config)
+        if not isinstance(task, TaskInfo):
+            raise ConfigError(f"task must be a TaskInfo; got {type(task).__name__} {excerpt(task)}")
+        positive_int("max_steps", max_steps)
+        check_flag("overwrite", overwrite)
+        check_flag("deferred", deferred)
         self.config = config
         self.task = task
         self._clock = clock
@@ -794,6 +831,7 @@ def run_episode(
     It is `arun_episode` over awaitables that never suspend, so it finishes in
     one step of the coroutine, with no event loop.
     """
+    positive_int("max_steps", max_steps)
     both = _Awaitable(agent, env)
     episode = arun_episode(both, both, observation, writer, max_steps=max_steps, pause=pause)
     try:
@@ -823,7 +861,9 @@ async def arun_episode(
     loop running many episodes never waits for a disk. An environment whose
     `per_turn` is true (a `ReplayEnv(per_turn=True)`, also behind `in_thread`)
     is told when each model turn begins (`await env.begin_turn()`).
+    A `max_steps` that is not an int >= 1 is a `ConfigError` before anything runs.
     """
+    positive_int("max_steps", max_steps)
     paced = _paced(env)
     flow = episode_flow(observation, writer, max_steps=max_steps, pause=pause, paced=paced)
 

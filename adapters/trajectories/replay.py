@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
+from adapters._checks import path_argument
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError
 from adapters.trajectories.jsonl import (
@@ -30,6 +31,7 @@ from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
 from osharm_core import AccessibilityTreeError, Action, CoordinateFrame, ScreenshotError
+from osharm_core.errors import check_flag
 
 logger = logging.getLogger(__name__)
 
@@ -293,6 +295,9 @@ class ReplayEnv:
     whose `per_turn` is true); the first action of a turn moves to the next
     observation, the turn's later actions return that same one, and a turn
     that executed no action moves on when the next one begins.
+
+    An empty `directory` (the current directory) or a `per_turn` that is not a bool is a
+    `ConfigError`.
     """
 
     def __init__(
@@ -303,7 +308,8 @@ class ReplayEnv:
         evaluator: Callable[[Sequence[Action]], float] | None = None,
         per_turn: bool = False,
     ) -> None:
-        self.directory = Path(directory)
+        self.directory = path_argument("directory", directory)
+        check_flag("per_turn", per_turn)
         if not self.directory.is_dir():
             raise TrajectoryError(f"no observation directory at {self.directory}")
         #: Whether the directory is a recording or result folder (see `is_recording`): then its

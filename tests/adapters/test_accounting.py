@@ -503,6 +503,16 @@ def test_bad_caps_are_config_errors(caps: dict[str, Any], words: str) -> None:
     assert words in str(caught.value)
 
 
+@pytest.mark.parametrize("prices", ["my_prices.json", Path("prices.json"), {"entries": []}, 5])
+def test_prices_that_are_not_a_table_are_refused_when_the_budget_is_built(prices: object) -> None:
+    """Budget(prices="my_prices.json") was taken, and the first predict paid for a model call
+    before failing with a raw AttributeError; now a ConfigError pointing at load_prices."""
+    with pytest.raises(ConfigError, match=r"prices must be a PriceTable or None \(read a file"):
+        Budget(max_episode_cost=1.0, prices=prices)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="prices must be a PriceTable"):
+        step_cost(Usage(input_tokens=1, output_tokens=1), "gpt-4o", prices)  # type: ignore[arg-type]
+
+
 def _step(tokens: int, cost: float | None) -> UsageTotals:
     return UsageTotals().add(Usage(input_tokens=tokens, output_tokens=0), cost)
 

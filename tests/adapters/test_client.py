@@ -413,6 +413,17 @@ def test_every_request_carries_the_timeouts(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_timeout_in_seconds_reaches_every_request(mode: str) -> None:
+    """timeout=30 (seconds, as httpx and the openai SDK take it) used to fail each call with a
+    raw AttributeError; it is now 30 s for every phase of every request."""
+    script = Script(ok())
+    call(client_for_script(script, mode, timeout=30), REQUEST, mode)
+    assert script.seen[0].extensions["timeout"] == dict.fromkeys(
+        ("connect", "read", "write", "pool"), 30.0
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_wire_model_override(mode: str) -> None:
     """A client built with `model=` sends that name whatever the request says."""
     script = Script(ok())

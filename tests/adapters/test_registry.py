@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -296,6 +297,65 @@ def test_bad_base_url_is_rejected(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("OPENAI_API_KEY", FAKE_KEY)
     with pytest.raises(ConfigurationError, match="http"):
         client_for("gpt-4o", base_url="api.openai.com/v1")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "words"),
+    [
+        ("http://127.0.0.1:abc/v1", "is not a URL: Invalid port: 'abc'"),
+        ("http://[::1", "is not a URL"),
+        ("http://127.0.0.1:70000/v1", "has port 70000, outside 1-65535"),
+        ("http://127.0.0.1:0/v1", "has port 0, outside 1-65535"),
+        ("http:///v1", "names no host"),
+    ],
+)
+def test_a_base_url_httpx_cannot_use_is_rejected_when_the_client_is_built(
+    base_url: str, words: str
+) -> None:
+    """A malformed port or host passed the http(s) prefix check and failed at the first call
+    with a raw httpx.InvalidURL; now httpx parses it when the client is built."""
+    with pytest.raises(ConfigurationError, match=re.escape(words)):
+        client_for("compat/m", base_url=base_url)
+    assert built("compat/m", base_url="http://127.0.0.1:65535/v1").provider.base_url.endswith("/v1")
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "words"),
+    [
+        ("timeout", "30", "timeout must be an httpx.Timeout or a finite number of seconds > 0"),
+        ("timeout", 0, "got int 0"),
+        ("timeout", -1.5, "got float -1.5"),
+        ("timeout", float("nan"), "got float nan"),
+        ("timeout", True, "got bool True"),
+        (
+            "retry",
+            3,
+            "retry must be a RetryPolicy (e.g. RetryPolicy(attempts=3)) or None; got int 3",
+        ),
+        ("retry", {"attempts": 2}, "got dict {'attempts': 2}"),
+        ("limiter", "x", "limiter must be a RateLimiter (or have its admit() method) or None"),
+    ],
+)
+def test_timeout_retry_and_limiter_of_the_wrong_kind_are_refused_when_built(
+    keyword: str, value: object, words: str
+) -> None:
+    """They were kept as given and failed at the first call with a raw AttributeError (after
+    the request was built, with the trajectory's time spent); now a ConfigurationError here."""
+    registry = ModelRegistry()
+    register_builtins(registry)
+    with pytest.raises(ConfigurationError, match=re.escape(words)):
+        registry.client_for("compat/m", base_url="http://127.0.0.1:9/v1", **{keyword: value})
+    with pytest.raises(ConfigurationError, match=re.escape(words)):
+        HttpModelClient(OpenAIChatProvider(base_url="http://127.0.0.1:9/v1"), **{keyword: value})
+
+
+@pytest.mark.parametrize("seconds", [30, 2.5])
+def test_a_timeout_in_seconds_is_taken_as_httpx_and_the_openai_sdk_take_it(seconds: float) -> None:
+    """timeout=30 means 30 s for every phase (connect, read, write, pool), an httpx.Timeout."""
+    client = built("compat/m", base_url="http://127.0.0.1:9/v1", timeout=seconds)
+    assert client.timeout == httpx.Timeout(float(seconds))
+    direct = HttpModelClient(OpenAIChatProvider(base_url="http://127.0.0.1:9/v1"), timeout=seconds)
+    assert direct.timeout == httpx.Timeout(float(seconds))
 
 
 def test_http_client_retry_and_timeout_are_passed_through(clean_env: pytest.MonkeyPatch) -> None:

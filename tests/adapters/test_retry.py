@@ -28,6 +28,7 @@ from adapters.errors import (
     ResponseDecodeError,
     RetryableError,
 )
+from osharm_core.errors import ConfigError
 from tests import strategies as s
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -43,6 +44,14 @@ def test_defaults_are_the_reference_constant_30s_and_10_tries() -> None:
         True,
     )
     assert NO_RETRIES.attempts == 1
+
+
+@pytest.mark.parametrize("field", ["retry_bad_request", "honour_retry_after"])
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_the_policys_switches_take_only_a_bool(field: str, value: object) -> None:
+    """retry_bad_request="false" was truthy and kept retrying 400s; now a ConfigError naming it."""
+    with pytest.raises(ConfigError, match=f"RetryPolicy.{field} must be true or false; got"):
+        RetryPolicy(**{field: value})  # type: ignore[arg-type]
 
 
 def test_stamina_gets_the_policy_deadline_not_its_own_45_s() -> None:

@@ -196,6 +196,41 @@ def test_an_instruction_that_is_no_string_raises_before_any_call(instruction: ob
     assert agent.state == AgentState()
 
 
+@pytest.mark.parametrize("recorder", ["runs/x", Path("runs/x"), 5, TrajectoryRecorder])
+def test_a_recorder_without_a_record_method_is_refused_when_built(
+    tmp_path: Path, recorder: object
+) -> None:
+    """PromptAgent(recorder="runs/x") was taken, and the first predict paid for a model call
+    before a raw AttributeError; now a ConfigError at construction (and on assignment)."""
+    with pytest.raises(ConfigError, match="recorder must have a record\\(step\\) method"):
+        PromptAgent(client=FakeClient([PY]), recorder=recorder)  # type: ignore[arg-type]
+    agent = PromptAgent.from_config(
+        AgentConfig(), client=FakeClient([PY]), recorder=TrajectoryRecorder(tmp_path)
+    )
+    with pytest.raises(ConfigError, match="recorder must have a record"):
+        agent.recorder = recorder  # type: ignore[assignment]
+    assert isinstance(agent.recorder, TrajectoryRecorder)
+
+
+@pytest.mark.parametrize("budget", [{"max_episode_tokens": 100}, 100, "1.0"])
+def test_a_budget_that_is_not_a_budget_is_refused_when_built(budget: object) -> None:
+    """PromptAgent(budget={...}) failed at the first predict; now a ConfigError at once."""
+    with pytest.raises(ConfigError, match="budget must be a Budget or None"):
+        PromptAgent.from_config(AgentConfig(), client=FakeClient([PY]), budget=budget)  # type: ignore[arg-type]
+    agent, client = _agent([PY])
+    with pytest.raises(ConfigError, match="budget must be a Budget or None"):
+        agent.budget = budget  # type: ignore[assignment]
+    agent.predict("t", NOTES)
+    assert client.calls == 1
+
+
+def test_a_config_given_as_a_dict_points_at_from_json() -> None:
+    """agent.config = config.to_json() is a TypeError naming AgentConfig.from_json."""
+    agent = PromptAgent()
+    with pytest.raises(TypeError, match=r"config must be an AgentConfig \(build one from a dict"):
+        agent.config = AgentConfig().to_json()  # type: ignore[assignment]
+
+
 def test_continuation_is_kept_and_reset_clears_it() -> None:
     """A provider's continuation is sent with the next request; reset clears it with the trajectory."""
     position = Continuation("resp_1", ("call_1",))

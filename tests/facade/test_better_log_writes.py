@@ -21,7 +21,7 @@ _text = st.text(max_size=30)
 @settings(max_examples=60)
 @given(
     steps=st.lists(st.tuples(_text, st.none() | st.lists(_text, max_size=3)), max_size=5),
-    instruction=_text,
+    instruction=_text.filter(str.strip),  # TaskInfo refuses a blank instruction
     injection=st.none()
     | st.dictionaries(st.sampled_from(["steps", "type"]), st.just([]) | _text, max_size=2),
     fork=st.booleans(),

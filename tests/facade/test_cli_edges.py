@@ -233,6 +233,63 @@ def test_an_out_that_is_a_file_is_named(tmp_path: Path, capsys: pytest.CaptureFi
     assert f"--out {taken} is a file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("out", ["", "  "])
+@pytest.mark.parametrize("format_", ["jsonl", "osharm"])
+def test_an_empty_out_is_refused_not_taken_as_the_current_directory(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    out: str,
+    format_: str,
+) -> None:
+    """`run TASK --out ''` wrote into (and with --overwrite emptied) the current directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("precious\n")
+    argv = ["run", str(EXAMPLE), "--model", f"replay:{EXAMPLE / 'trajectory.jsonl'}"]
+    assert main([*argv, "--format", format_, "--overwrite", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "argument --out: needs a path; got the empty path" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["render", str(EXAMPLE), "--som-out", ""], "--som-out"),
+        (["run", "--tasks", "m.json", "--examples", "", "--out", "o"], "--examples"),
+        (["run", "--tasks", "m.json", "--observations", " ", "--out", "o"], "--observations"),
+    ],
+)
+def test_other_empty_path_options_are_named(
+    capsys: pytest.CaptureFixture[str], argv: list[str], option: str
+) -> None:
+    assert main(argv) == 2
+    assert f"argument {option}: needs a path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("base_url", "words"),
+    [
+        ("http://127.0.0.1:abc/v1", "is not a URL: Invalid port: 'abc'"),
+        ("http://[::1", "is not a URL"),
+        ("http://127.0.0.1:99999/v1", "has port 99999, outside 1-65535"),
+        ("http://127.0.0.1:0/v1", "has port 0, outside 1-65535"),
+    ],
+)
+def test_a_malformed_base_url_is_one_line_naming_the_option(
+    capsys: pytest.CaptureFixture[str], base_url: str, words: str
+) -> None:
+    """A bad port in --base-url printed a 66-line traceback; now the usage error of any bad
+    flag: one line naming --base-url, exit status 2, before anything is read or sent."""
+    argv = ["predict", str(EXAMPLE), "--model", "compat/x", "--base-url", base_url]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "argument --base-url: the base URL" in err
+    assert words in err
+
+
 def test_small_render_and_key_mistakes_are_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

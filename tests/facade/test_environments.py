@@ -27,6 +27,7 @@ from adapters.errors import TrajectoryExistsError
 from adapters.runs import load_task_list, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
 from adapters.runs.vm_http import VmUnanswered
+from adapters.runs.vm_setup import ServerSetup
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import (
     ResultWriter,
@@ -425,6 +426,35 @@ def test_a_hostile_vm_server_cannot_fill_memory(vm_server: LoopbackServer) -> No
     for name in ("max_answer_bytes", "max_download_bytes", "max_recording_bytes"):
         with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1"):
             OSWorldServerEnv(vm_server.base_url, **{name: 0})
+
+
+@pytest.mark.parametrize(
+    ("password", "problem"),
+    [
+        (None, "a NoneType"),
+        (12345, "a int"),
+        ("", "an empty string"),
+        ("two\nlines", "a string of 9 characters holding a line break or a backtick"),
+    ],
+)
+def test_a_client_password_agentconfig_would_refuse_is_refused_at_construction(
+    password: object, problem: str
+) -> None:
+    """client_password=None was taken, and a task whose setup uses {CLIENT_PASSWORD} failed with
+    a raw TypeError; now AgentConfig's rule, a ConfigError that never shows the value."""
+    with pytest.raises(
+        ConfigError,
+        match=f"^client_password must be a non-empty one-line string without backticks; got {problem}$",
+    ):
+        OSWorldServerEnv("http://127.0.0.1:9", client_password=password)  # type: ignore[arg-type]
+    with httpx.Client() as http, pytest.raises(ConfigError, match="client_password must be"):
+        ServerSetup("http://127.0.0.1:9", http, client_password=password)  # type: ignore[arg-type]
+
+
+def test_an_empty_recording_path_is_refused(tmp_path: Path) -> None:
+    """recording="" would have saved the video as the current directory."""
+    with pytest.raises(ConfigError, match="recording needs a path; got the empty path"):
+        OSWorldServerEnv("http://127.0.0.1:9", recording="")
 
 
 @pytest.mark.parametrize(

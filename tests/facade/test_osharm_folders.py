@@ -32,7 +32,12 @@ from adapters.trajectories.osharm import (
 )
 from adapters.trajectories.rebuild import rebuild_step
 from adapters.trajectories.replay import ReplayClient, ReplayEnv
-from osharm_core import AgentConfig, linearize_accessibility_tree, parse_code_from_string
+from osharm_core import (
+    AgentConfig,
+    ConfigError,
+    linearize_accessibility_tree,
+    parse_code_from_string,
+)
 from tests.facade.helpers import load, observation_folder
 
 CONFIG = AgentConfig(
@@ -631,3 +636,81 @@ def test_a_tree_in_another_encoding_is_kept_as_the_text_the_model_saw(
     for number, sent in enumerate(client.requests, start=1):
         assert rebuild_step(folder, number).request.messages == sent.messages
     assert ReplayEnv(folder).reset()["accessibility_tree"] == text
+
+
+def _kept_folder(folder: Path) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("traj.jsonl", "better_log.json", "result.txt"):
+        (folder / name).write_text("precious\n")
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("overwrite", "no"), ("overwrite", "false"), ("overwrite", 1), ("deferred", "yes")],
+)
+def test_the_writers_flags_take_only_a_bool_and_a_wrong_one_deletes_nothing(
+    tmp_path: Path, flag: str, value: object
+) -> None:
+    """overwrite="no" was truthy and emptied a finished folder; now a ConfigError naming it."""
+    before = _kept_folder(tmp_path)
+    with pytest.raises(ConfigError, match=f"{flag} must be true or false; got"):
+        ResultWriter(tmp_path, config=CONFIG, task=TASK, max_steps=5, **{flag: value})  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("directory", ["", "  "])
+def test_an_empty_directory_is_refused_before_the_current_one_is_emptied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, directory: str
+) -> None:
+    """ResultWriter("", overwrite=True) deleted every file in the current directory."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("pyproject.toml", "README.md"):
+        (tmp_path / name).write_text("precious\n")
+    with pytest.raises(ConfigError, match="directory needs a path; got the empty path"):
+        ResultWriter(directory, config=CONFIG, task=TASK, max_steps=5, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "pyproject.toml"]
+    with pytest.raises(ConfigError, match="result_dir needs a path"):
+        result_folder(directory, CONFIG, "os", "t")
+
+
+@pytest.mark.parametrize("max_steps", [0, -1, True, "15", 2.0, None])
+def test_max_steps_must_be_a_positive_int(tmp_path: Path, max_steps: object) -> None:
+    """max_steps goes into better_log's params (the judge's input) as it is: "15" was written
+    as a string; now anything but an int >= 1 is refused before the folder is touched."""
+    before = _kept_folder(tmp_path)
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1; got"):
+        ResultWriter(tmp_path, config=CONFIG, task=TASK, max_steps=max_steps, overwrite=True)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("instruction", None, "TaskInfo.instruction must be a non-empty string; got None"),
+        ("instruction", "", "TaskInfo.instruction must be a non-empty string"),
+        ("domain", " ", "TaskInfo.domain must be a non-empty string"),
+        ("example_id", 5, "TaskInfo.example_id must be a non-empty string; got 5"),
+        ("jailbreak", "false", "TaskInfo.jailbreak must be true or false; got str 'false'"),
+        ("injection", "none", "TaskInfo.injection must be a mapping or None; got str 'none'"),
+        ("injection", [("type", "x")], "TaskInfo.injection must be a mapping or None"),
+    ],
+)
+def test_task_info_checks_what_goes_into_the_judges_input(
+    field: str, value: object, message: str
+) -> None:
+    """Each TaskInfo field is checked when it is built (injection="none" gave a raw ValueError
+    at the writer, instruction=None and jailbreak="false" went into better_log as they were)."""
+    fields: dict[str, object] = {"instruction": "do it", "domain": "os", "example_id": "t"}
+    fields[field] = value
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        TaskInfo(**fields)  # type: ignore[arg-type]
+    assert TaskInfo(instruction="do", domain="os", example_id="t", jailbreak=True).jailbreak
+
+
+def test_a_config_given_as_a_dict_names_agentconfig(tmp_path: Path) -> None:
+    """result_folder and ResultWriter with a config's to_json say to build an AgentConfig."""
+    with pytest.raises(TypeError, match=r"config must be an AgentConfig .*from_json"):
+        result_folder(tmp_path, CONFIG.to_json(), "os", "t")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be an AgentConfig"):
+        ResultWriter(tmp_path, config=CONFIG.to_json(), task=TASK, max_steps=5)  # type: ignore[arg-type]

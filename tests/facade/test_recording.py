@@ -14,7 +14,7 @@ from adapters.errors import TrajectoryExistsError
 from adapters.trajectories import jsonl as recording
 from adapters.trajectories.jsonl import StepRecord, TrajectoryRecorder, read_trajectory
 from adapters.trajectories.replay import ReplayEnv
-from osharm_core import AgentConfig, Continuation
+from osharm_core import AgentConfig, ConfigError, Continuation
 from tests.conftest import OBSERVATIONS
 
 PNG = (OBSERVATIONS / "mousepad_notes.png").read_bytes()
@@ -158,6 +158,31 @@ def test_an_existing_trajectory_is_kept_unless_overwrite(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     recorder.record(_step(som_screenshot=None))
     assert len(read_trajectory(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("overwrite", ["false", "no", 0, 1, None])
+def test_overwrite_takes_only_a_bool_and_a_wrong_one_deletes_nothing(
+    tmp_path: Path, overwrite: object
+) -> None:
+    """overwrite="false" (from a config file or an environment variable) was truthy and deleted
+    the recording; now anything but a bool is a ConfigError naming it, and nothing is removed."""
+    TrajectoryRecorder(tmp_path).record(_step())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ConfigError, match="overwrite must be true or false; got"):
+        TrajectoryRecorder(tmp_path, overwrite=overwrite)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("directory", ["", "   ", "\t"])
+def test_an_empty_directory_is_refused_not_taken_as_the_current_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, directory: str
+) -> None:
+    """Path("") is the current directory: with overwrite it lost its step files; now refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trajectory.jsonl").write_text("{}\n")
+    with pytest.raises(ConfigError, match="directory needs a path; got the empty path"):
+        TrajectoryRecorder(directory, overwrite=True)
+    assert (tmp_path / "trajectory.jsonl").read_text() == "{}\n"
 
 
 def test_a_recorded_folder_is_a_replay_environment(tmp_path: Path) -> None:

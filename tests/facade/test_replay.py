@@ -14,7 +14,7 @@ from adapters.errors import ModelCallError, ReplayExhausted, TrajectoryError
 from adapters.registry import client_for
 from adapters.trajectories.jsonl import TrajectoryEntry, parse_entry, read_trajectory
 from adapters.trajectories.replay import ReplayClient, ReplayEnv, is_terminal, observation_names
-from osharm_core import Continuation
+from osharm_core import ConfigError, Continuation
 from tests import strategies as s
 from tests.conftest import OBSERVATIONS
 from tests.facade.helpers import SMALL, observation_folder
@@ -231,3 +231,20 @@ def test_env_rejects_missing_and_empty_folders(tmp_path: Path) -> None:
         ReplayEnv(tmp_path / "missing")
     with pytest.raises(TrajectoryError, match="holds no observations"):
         ReplayEnv(tmp_path)
+
+
+@pytest.mark.parametrize("per_turn", ["false", 1, None])
+def test_per_turn_takes_only_a_bool(tmp_path: Path, per_turn: object) -> None:
+    """per_turn="false" would pace the replay per turn; anything but a bool is a ConfigError."""
+    with pytest.raises(ConfigError, match="per_turn must be true or false"):
+        ReplayEnv(observation_folder(tmp_path / "obs"), per_turn=per_turn)  # type: ignore[arg-type]
+
+
+def test_an_empty_directory_is_not_the_current_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ReplayEnv("") served the current directory's files; now a ConfigError naming it."""
+    observation_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="directory needs a path"):
+        ReplayEnv("")

@@ -28,8 +28,9 @@ from adapters.runs import (
     load_task_list,
     run_task_list,
 )
+from adapters.runs.ray_runner import run_task_list_on_ray
 from adapters.testing import FakeClient
-from adapters.trajectories.osharm import ResultWriter
+from adapters.trajectories.osharm import ResultWriter, TaskInfo, arun_episode, run_episode
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
 from tests.facade.helpers import observation_folder, write_task_list
@@ -358,6 +359,95 @@ def test_limits_that_make_no_sense_are_refused(
     assert "--episode-timeout takes a number of seconds above 0" in capsys.readouterr().err
     assert main([*argv, "--observations", str(tmp_path), "--domain", "oss"]) == 2
     assert "has no domain 'oss' (it has: os)" in capsys.readouterr().err
+
+
+def _replayed(tmp_path: Path) -> Callable[[OsworldTask], ReplayEnv]:
+    folder = observation_folder(tmp_path / "obs")
+    return lambda _: ReplayEnv(folder, per_turn=True)
+
+
+@pytest.mark.parametrize("max_steps", [0, -1, True, "15", 3.0, None])
+def test_a_step_limit_that_is_not_a_positive_int_is_refused_before_anything_runs(
+    tmp_path: Path, max_steps: object
+) -> None:
+    """max_steps <= 0 marked every task finished with no step (for good: the rerun skipped it),
+    True ran one step, "15" failed mid-episode with a raw TypeError. Every runner now refuses
+    it up front, writing nothing and building no agent."""
+    made: list[OsworldTask] = []
+
+    def agent(task: OsworldTask) -> PromptAgent:
+        made.append(task)
+        return _agent(task)
+
+    results = tmp_path / "results"
+    env = _replayed(tmp_path)
+    common: dict[str, Any] = {"config": CONFIG, "result_dir": results, "make_env": env}
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1; got"):
+        run_task_list(_tasks("_a"), make_agent=agent, max_steps=max_steps, **common)
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1"):
+        asyncio.run(
+            arun_task_list(
+                _tasks("_a"),
+                make_agent=agent,
+                max_steps=max_steps,  # type: ignore[arg-type]
+                **{**common, "make_env": lambda t: in_thread(env(t))},
+            )
+        )
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1"):
+        run_task_list_on_ray(
+            _tasks("_a"),
+            make_agent=lambda t, _: agent(t),
+            max_steps=max_steps,  # type: ignore[arg-type]
+            **common,
+        )
+    writer = ResultWriter(
+        tmp_path / "one",
+        config=CONFIG,
+        task=TaskInfo(instruction="do", domain="os", example_id="_a"),
+        max_steps=3,
+    )
+    task = _tasks("_a")[0]
+    replay = env(task)
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1"):
+        run_episode(_agent(task), replay, replay.reset(), writer, max_steps=max_steps)  # type: ignore[arg-type]
+
+    async def episode() -> object:
+        return await arun_episode(
+            _agent(task),
+            in_thread(replay),
+            replay.reset(),
+            writer,
+            max_steps=max_steps,  # type: ignore[arg-type]
+        )
+
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1"):
+        asyncio.run(episode())
+    assert made == []
+    assert not results.exists()
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == []
+
+
+def test_run_arguments_of_the_wrong_kind_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    """continue_unfinished="no" (truthy), a budget given as a dict and a config given as its
+    to_json are refused with the parameter named, before any task runs."""
+    results = tmp_path / "results"
+    common: dict[str, Any] = {
+        "result_dir": results,
+        "make_agent": _agent,
+        "make_env": _replayed(tmp_path),
+        "max_steps": 3,
+    }
+    with pytest.raises(
+        ConfigError, match="continue_unfinished must be true or false; got str 'no'"
+    ):
+        run_task_list(_tasks("_a"), config=CONFIG, continue_unfinished="no", **common)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="budget must be a Budget or None"):
+        run_task_list(_tasks("_a"), config=CONFIG, budget={"max_run_tokens": 5}, **common)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be an AgentConfig"):
+        run_task_list(_tasks("_a"), config=CONFIG.to_json(), **common)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="workers must be an integer >= 1; got '4'"):
+        asyncio.run(_listed(_tasks("_a"), results, lambda t: None, workers="4"))
+    assert not results.exists()
 
 
 def test_the_progress_line_counts_tasks_the_run_budget_stopped() -> None:
