@@ -103,6 +103,10 @@ def _describe_images(images: tuple[ImagePart, ...]) -> str:
     )
 
 
+#: What the agent calls on its logger.
+_LOGGER_METHODS: Final = ("isEnabledFor", "debug", "info", "warning")
+
+
 class PromptAgent:
     """The reference `PromptAgent`'s constructor, attributes and methods, over the pure core.
 
@@ -111,8 +115,8 @@ class PromptAgent:
     `predict`, so building an agent needs no key. `recorder` (for example a
     `TrajectoryRecorder`) receives every finished step. An invalid
     combination raises `ValueError` here, as the reference does, and so does a
-    `recorder` without a `record` method or a `budget` that is not a `Budget`
-    (a `ConfigError`, before any model is called).
+    `client` without `complete` / `acomplete`, a `recorder` without a `record` method
+    or a `budget` that is not a `Budget` (a `ConfigError`, before any model is called).
 
     The configuration fields are attributes (`agent.temperature = 0.2` is
     validated); `system_message` is the prompt without the task sentence;
@@ -169,6 +173,14 @@ class PromptAgent:
             a11y_tree_max_tokens=a11y_tree_max_tokens,
             client_password=client_password,
         )
+        if client is not None and (
+            isinstance(client, type)
+            or not any(callable(getattr(client, name, None)) for name in ("complete", "acomplete"))
+        ):
+            raise ConfigError(
+                "client must be a ModelClient (complete / acomplete methods: see "
+                f"adapters.client_for) or None; got {type(client).__name__} {excerpt(client)}"
+            )
         self._client = client
         self._client_given = client is not None
         self.recorder = recorder
@@ -359,8 +371,16 @@ class PromptAgent:
 
         Other keywords that newer OSWorld loops pass (such as `vm_ip`) are accepted and ignored.
         A step in flight raises `AgentBusyError` (its end would write the old episode's turn
-        into the new one).
+        into the new one); a logger without the `logging.Logger` methods the agent calls
+        (a logger's name given instead) raises `ConfigError`.
         """
+        if _logger is not None and not all(
+            callable(getattr(_logger, name, None)) for name in _LOGGER_METHODS
+        ):
+            raise ConfigError(
+                "reset() takes a logging.Logger (or None for the default one); got "
+                f"{type(_logger).__name__} {excerpt(_logger)}"
+            )
         self._claim("reset()")
         try:
             self._state = AgentState()

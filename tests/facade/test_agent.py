@@ -212,6 +212,25 @@ def test_a_recorder_without_a_record_method_is_refused_when_built(
     assert isinstance(agent.recorder, TrajectoryRecorder)
 
 
+@pytest.mark.parametrize("client", ["gpt-4o", 5, FakeClient])
+def test_a_client_that_is_not_a_model_client_is_refused_when_built(client: object) -> None:
+    """PromptAgent(client="gpt-4o") was taken and failed at the first predict with a raw
+    AttributeError; now a ConfigError at construction, naming what a client needs."""
+    with pytest.raises(ConfigError, match="client must be a ModelClient"):
+        PromptAgent(client=client)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="client must be a ModelClient"):
+        PromptAgent.from_config(AgentConfig(), client=client)  # type: ignore[arg-type]
+
+
+def test_reset_with_a_logger_name_is_refused() -> None:
+    """reset("my-logger") was taken and the next step failed on a str's missing methods."""
+    agent, _ = _agent([PY])
+    with pytest.raises(ConfigError, match=r"reset\(\) takes a logging.Logger"):
+        agent.reset("my-logger")  # type: ignore[arg-type]
+    agent.reset(logging.LoggerAdapter(logging.getLogger("x"), {}))  # type: ignore[arg-type]
+    agent.predict("t", NOTES)
+
+
 @pytest.mark.parametrize("budget", [{"max_episode_tokens": 100}, 100, "1.0"])
 def test_a_budget_that_is_not_a_budget_is_refused_when_built(budget: object) -> None:
     """PromptAgent(budget={...}) failed at the first predict; now a ConfigError at once."""
