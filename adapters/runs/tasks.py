@@ -59,7 +59,13 @@ from adapters.trajectories.rebuild import Recording, folder_recording, recorded_
 from adapters.trajectories.replay import ForkClient
 from osharm_core import AgentConfig
 from osharm_core.config import check_config
-from osharm_core.errors import ObservationError, RequestBudgetError, check_flag, excerpt
+from osharm_core.errors import (
+    ConfigError,
+    ObservationError,
+    RequestBudgetError,
+    check_flag,
+    excerpt,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -168,14 +174,23 @@ def load_task_list(
 def task_folders(
     tasks: Sequence[OsworldTask], config: AgentConfig, result_dir: str | os.PathLike[str]
 ) -> tuple[Path, ...]:
-    """Each task's result folder, checked before anything runs: a `TrajectoryError` names
-    a task whose domain or id cannot name a folder, two tasks that would share one (the
-    same id twice, or ids such as `x:1` and `x_1`, which name the same folder), and an
-    unfinished folder holding a directory (or FIFO) where its writer keeps a file
-    (`check_writable`: a `result.txt/` directory)."""
+    """Each task's result folder, checked before anything runs: a `ConfigError` names an item
+    that is not an `OsworldTask`, a `TrajectoryError` a task whose domain or id cannot name
+    a folder, two tasks that would share one (the same id twice, or ids such as `x:1` and
+    `x_1`, which name the same folder), and an unfinished folder holding a directory (or
+    FIFO) where its writer keeps a file (`check_writable`: a `result.txt/` directory)."""
     folders: list[Path] = []
     owner: dict[Path, OsworldTask] = {}
-    for task in tasks:
+    if isinstance(tasks, str | bytes):  # type: ignore[unreachable]  # not to a caller in a hurry
+        raise ConfigError(
+            f"tasks must be a list of OsworldTask (see load_task_list); got {excerpt(tasks)}"
+        )
+    for index, task in enumerate(tasks):
+        if not isinstance(task, OsworldTask):
+            raise ConfigError(
+                f"tasks[{index}] must be an OsworldTask (see load_task_list); "
+                f"got {type(task).__name__} {excerpt(task)}"
+            )
         folder = result_folder(result_dir, config, task.domain, task.example_id)
         other = owner.setdefault(folder, task)
         if other is not task:

@@ -366,6 +366,23 @@ def _replayed(tmp_path: Path) -> Callable[[OsworldTask], ReplayEnv]:
     return lambda _: ReplayEnv(folder, per_turn=True)
 
 
+@pytest.mark.parametrize("tasks", ["abc", ["os/t1"], [{"domain": "os", "example_id": "t1"}]])
+def test_tasks_that_are_not_osworld_tasks_are_refused_before_anything_runs(
+    tmp_path: Path, tasks: Any
+) -> None:
+    """run_task_list("abc") failed on a character's missing `domain` (a raw AttributeError)."""
+    common: dict[str, Any] = {
+        "config": CONFIG,
+        "result_dir": tmp_path / "results",
+        "make_env": _replayed(tmp_path),
+        "make_agent": _agent,
+        "max_steps": 2,
+    }
+    with pytest.raises(ConfigError, match=r"tasks(\[0\])? must be .*OsworldTask"):
+        run_task_list(tasks, **common)
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize("max_steps", [0, -1, True, "15", 3.0, None])
 def test_a_step_limit_that_is_not_a_positive_int_is_refused_before_anything_runs(
     tmp_path: Path, max_steps: object
