@@ -181,7 +181,7 @@ def task_folders(
     FIFO) where its writer keeps a file (`check_writable`: a `result.txt/` directory)."""
     folders: list[Path] = []
     owner: dict[Path, OsworldTask] = {}
-    if isinstance(tasks, str | bytes):  # type: ignore[unreachable]  # not to a caller in a hurry
+    if isinstance(tasks, str | bytes):  # type: ignore[unreachable]  # untyped callers
         raise ConfigError(
             f"tasks must be a list of OsworldTask (see load_task_list); got {excerpt(tasks)}"
         )
