@@ -75,6 +75,7 @@ class _Pending:
     step: StepRequest
     model_request: ModelRequest
     raw: Observation
+    chain: int  # the agent's chain count when the step began (see `start_new_chain`)
 
 
 def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
@@ -192,6 +193,7 @@ class PromptAgent:
         self._last_reply_frame: CoordinateFrame | None = None
         self._last_prepaid = False
         self._stepping = threading.Lock()  # held from a step's start to its end
+        self._chains = 0  # how many times a new provider conversation was begun
         self.logger = logging.getLogger(DEFAULT_LOGGER)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -235,9 +237,9 @@ class PromptAgent:
         Changing the model drops a client resolved from the old model name and,
         as `start_new_chain()` does, the provider conversation of the old model
         (its ids and native record mean nothing to another model); the
-        trajectory is kept. So a step in flight makes a model change raise
-        `AgentBusyError`, as `start_new_chain()` does; other settings take
-        effect from the next step.
+        trajectory is kept. Changed while a step is in flight, the settings
+        take effect from the next step, and the step's end keeps no conversation
+        of the old model.
         """
         return self._config
 
@@ -245,9 +247,9 @@ class PromptAgent:
     def config(self, config: AgentConfig) -> None:
         check_config(config)
         if config.model != self._config.model:
-            self.start_new_chain()
             if not self._client_given:
                 self._client = None
+            self.start_new_chain()
         self._config = config
 
     @property
@@ -358,13 +360,11 @@ class PromptAgent:
     def start_new_chain(self) -> None:
         """Forget where a stateful provider conversation stands, keeping the trajectory.
 
-        A step in flight raises `AgentBusyError` (its end would put the chain back).
+        Called while a step is in flight, it holds for that step's end too: the step's turn
+        is kept, the conversation it would continue is not.
         """
-        self._claim("start_new_chain()")
-        try:
-            self._state = attrs.evolve(self._state, continuation=None)
-        finally:
-            self._stepping.release()
+        self._chains += 1
+        self._state = attrs.evolve(self._state, continuation=None)
 
     def reset(self, _logger: logging.Logger | None = None, **_: object) -> None:
         """Start a new episode: clear the trajectory and set the logger (the default one when None).
@@ -490,7 +490,9 @@ class PromptAgent:
         request = ModelRequest.from_config(config, step.messages, state.continuation)
         if self.logger.isEnabledFor(logging.DEBUG):
             self._log_request(len(state) + 1, step)
-        return _Pending(config, state, instruction, step, request, _raw_observation(obs))
+        return _Pending(
+            config, state, instruction, step, request, _raw_observation(obs), self._chains
+        )
 
     def _log_request(self, number: int, step: StepRequest) -> None:
         images = tuple(i for m in step.messages for i in m.images)
@@ -522,6 +524,8 @@ class PromptAgent:
         # Accounted before the state moves on: if pricing fails, the turn is neither taken nor
         # recorded, and the error leaves the agent as it was.
         cost, budget_note = self._account(pending, response, held, len(new_state))
+        if pending.chain != self._chains:  # a new chain began while the model answered
+            new_state = attrs.evolve(new_state, continuation=None)
         self._state = new_state
         self._linearized = pending.step.linearized
         self._last_request = pending.step

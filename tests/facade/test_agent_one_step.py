@@ -7,11 +7,13 @@ import asyncio
 import threading
 from typing import Any
 
+import attrs
 import pytest
 
 from adapters import AgentBusyError, PromptAgent, UsageError
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.errors import AccessibilityTreeError, RetryableError
+from osharm_core import Continuation
 
 TREE = '<r xmlns:st="https://accessibility.ubuntu.example.org/ns/state"/>'
 OBS = {"accessibility_tree": TREE}
@@ -96,28 +98,52 @@ def test_predict_from_two_threads_refuses_the_second() -> None:
     assert len(agent.state) == 0
 
 
-def test_a_new_chain_or_another_model_waits_for_the_step_in_flight() -> None:
+def test_a_new_chain_or_another_model_holds_for_the_step_in_flight() -> None:
     """`start_new_chain()` and a model change (which drops the old model's conversation) used to
     be undone by the step in flight, whose end wrote back the state it began from: the old
-    model's conversation id then went to the new model."""
-    client = _Gated()
-    agent = _agent(client)
-    worker = threading.Thread(target=lambda: agent.predict("i", OBS))
-    worker.start()
-    try:
-        assert client.entered.wait(10)
-        with pytest.raises(AgentBusyError, match=r"start_new_chain\(\)"):
-            agent.start_new_chain()
-        with pytest.raises(AgentBusyError, match=r"start_new_chain\(\)"):
-            agent.model = "claude-sonnet-4-5"
-        agent.temperature = 0.5  # takes effect from the next step
-    finally:
+    model's conversation id then went to the new model. Now the step's turn is kept and its
+    conversation is not; from the step's own end (a recorder) the change is allowed too."""
+
+    class Chained(_Gated):
+        def _reply(self) -> ModelResponse:
+            reply = super()._reply()
+            return attrs.evolve(reply, continuation=Continuation(f"resp_{self.calls}"))
+
+    for change in ("chain", "model"):
+        client = Chained()
+        agent = _agent(client)
         client.go.set()
-        worker.join()
-    assert (agent.model, agent.temperature) == ("gpt-4-vision-preview", 0.5)  # the default
-    agent.model = "claude-sonnet-4-5"  # freed
-    agent.start_new_chain()
-    assert agent.model == "claude-sonnet-4-5"
+        agent.predict("i", OBS)
+        assert agent.state.continuation == Continuation("resp_1")
+        client.go.clear()
+        client.entered.clear()
+        worker = threading.Thread(target=lambda: agent.predict("i", OBS))  # noqa: B023
+        worker.start()
+        try:
+            assert client.entered.wait(10)
+            if change == "chain":
+                agent.start_new_chain()
+            else:
+                agent.model = "claude-sonnet-4-5"
+        finally:
+            client.go.set()
+            worker.join()
+        assert len(agent.state) == 2
+        assert agent.state.continuation is None
+        if change == "model":
+            assert agent.model == "claude-sonnet-4-5"
+
+    class Switching:
+        def record(self, step: object) -> None:
+            agent.model = "gpt-4o"
+
+    client = Chained()
+    client.go.set()
+    agent = PromptAgent(
+        observation_type="a11y_tree", action_space="pyautogui", client=client, recorder=Switching()
+    )
+    agent.predict("i", OBS)
+    assert (agent.model, len(agent.state), agent.state.continuation) == ("gpt-4o", 1, None)
 
 
 @pytest.mark.anyio
