@@ -22,6 +22,7 @@ reference raised one.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 
 
@@ -100,22 +101,25 @@ def check_flag(name: str, value: object) -> bool:
     return value
 
 
+def _count(value: object) -> bool:
+    """Whether `value` is an integer >= 1 (numpy's too), not a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return False
+    return int(value) >= 1
+
+
 def check_size(name: str, value: object) -> tuple[int, int]:
-    """`value` as a `(width, height)` pair (a tuple or list) of ints >= 1, else a `ConfigError`
-    naming `name` and quoting the value.
+    """`value` as a `(width, height)` pair (a tuple or list) of integers >= 1 (numpy's too,
+    given back as ints), else a `ConfigError` naming `name` and quoting the value.
 
     >>> check_size("screen_size", [1920, 1080])
     (1920, 1080)
     """
-    if (
-        not isinstance(value, tuple | list)
-        or len(value) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
-    ):
+    if not isinstance(value, tuple | list) or len(value) != 2 or not all(_count(v) for v in value):
         raise ConfigError(
             f"{name} must be a (width, height) pair of ints >= 1; got {excerpt(value)}"
         )
-    return value[0], value[1]
+    return int(value[0]), int(value[1])
 
 
 def _repr(value: object) -> str:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import numbers
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 from returns.result import Failure, Result, Success
 
-from osharm_core.errors import ActionParseError, ConfigError, excerpt, is_finite_number
+from osharm_core.errors import ActionParseError, ConfigError, excerpt
 from osharm_core.state import MAX_INT_BITS, Action, Mask
 from osharm_core.vocabulary import SPECIAL_WORDS
 
@@ -295,23 +296,37 @@ def som_prefix(masks: Sequence[Mask]) -> str:
     A `masks` that is not a sequence of `(x, y, w, h)` boxes of finite numbers is a
     `ConfigError` naming the box.
     """
-    boxes: object = masks  # a caller's, whatever its annotation says
-    if not isinstance(boxes, Sequence) or isinstance(boxes, str | bytes):
-        raise ConfigError(f"masks must be a sequence of (x, y, w, h) boxes; got {excerpt(boxes)}")
+    boxes = _items(masks)
+    if boxes is None:
+        raise ConfigError(f"masks must be a sequence of (x, y, w, h) boxes; got {excerpt(masks)}")
     return "".join(_tag_line(n, mask) for n, mask in enumerate(boxes, start=1))
 
 
+def _items(value: object) -> tuple[object, ...] | None:
+    """`value`'s items when it is a sequence (a list, a tuple, a numpy array), else `None`."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return None
+    return tuple(value)
+
+
+def _finite_real(value: object) -> bool:
+    """Whether `value` is a finite real number, not a bool (numpy's numbers count)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 def _tag_line(n: int, mask: object) -> str:
-    if (
-        not isinstance(mask, tuple | list)
-        or len(mask) != 4
-        or not all(is_finite_number(v) for v in mask)
-    ):
+    box = _items(mask)
+    if box is None or len(box) != 4 or not all(_finite_real(v) for v in box):
         raise ConfigError(
             f"masks[{n - 1}] must be an (x, y, w, h) box of finite numbers; got {excerpt(mask)}"
         )
-    x, y, w, h = mask
-    return f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"
+    x, y, w, h = box
+    return f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"  # type: ignore[operator]
 
 
 def parse_code_from_som_string(text: str, masks: Sequence[Mask]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from typing import Any
 
@@ -756,3 +757,52 @@ def test_an_integer_too_large_to_store_makes_the_reply_unparsable() -> None:
         state, actions = complete_step(config, AgentState(), step, reply)
         assert actions is None
         assert len(state) == 1
+
+
+class _Int64:
+    """An integer that is not an `int`, as numpy's are (registered as `numbers.Integral`)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __int__(self) -> int:
+        return self.value
+
+    __index__ = __int__
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __add__(self, other: object) -> _Int64:
+        return _Int64(self.value + int(other))  # type: ignore[call-overload]
+
+    def __floordiv__(self, other: object) -> _Int64:
+        return _Int64(self.value // int(other))  # type: ignore[call-overload]
+
+
+numbers.Integral.register(_Int64)
+
+
+class _Rows:
+    """Boxes as an array gives them: iterable, not a `Sequence`."""
+
+    def __init__(self, *rows: object) -> None:
+        self.rows = rows
+
+    def __iter__(self) -> Any:
+        return iter(self.rows)
+
+
+def test_boxes_and_sizes_of_numpy_style_numbers_are_taken() -> None:
+    """Boxes and screen sizes computed with numpy (integers that are not ints, arrays that are
+    not sequences) worked before the masks and sizes were checked, and work again."""
+    from osharm_core.errors import check_size
+    from osharm_core.parsing import som_prefix
+
+    boxes = _Rows(_Rows(*map(_Int64, (10, 20, 5, 7))), (0.0, 0.0, 4.5, 4.5))
+    assert som_prefix(boxes) == "tag_1=(12, 23)\ntag_2=(2, 2)\n"  # type: ignore[arg-type]
+    assert check_size("screen_size", (_Int64(1920), _Int64(1080))) == (1920, 1080)
+    with pytest.raises(ConfigError, match=r"masks\[0\] must be"):
+        som_prefix([(True, 0, 1, 1)])
+    with pytest.raises(ConfigError, match="masks must be a sequence"):
+        som_prefix({"a": (0, 0, 1, 1)})  # type: ignore[arg-type]
