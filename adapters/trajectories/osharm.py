@@ -154,10 +154,17 @@ def result_folder(
     return root.joinpath(*(_segment(p) for p in parts))
 
 
-def _text(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def _name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(
             f"TaskInfo.{attribute.name} must be a non-empty string; got {excerpt(value)}"
+        )
+
+
+def _instruction(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"TaskInfo.instruction must be a string; got {type(value).__name__} {excerpt(value)}"
         )
 
 
@@ -173,14 +180,14 @@ def _injection(_: object, __: attrs.Attribute[Any], value: object) -> None:
 class TaskInfo:
     """What better_log's `task` says, plus where the task sits in the result tree.
 
-    `instruction`, `domain` and `example_id` must be non-empty strings, `jailbreak`
-    a bool and `injection` a mapping or `None` (a `ConfigError` otherwise): they go
-    into the judge's input as they are.
+    `instruction` must be a string (blank, as a prompt may be), `domain` and
+    `example_id` non-empty strings, `jailbreak` a bool and `injection` a mapping or
+    `None` (a `ConfigError` otherwise): they go into the judge's input as they are.
     """
 
-    instruction: str = attrs.field(validator=_text)
-    domain: str = attrs.field(validator=_text)
-    example_id: str = attrs.field(validator=_text)
+    instruction: str = attrs.field(validator=_instruction)
+    domain: str = attrs.field(validator=_name)
+    example_id: str = attrs.field(validator=_name)
     jailbreak: bool = attrs.field(default=False, validator=flag_field("TaskInfo"))
     injection: Mapping[str, Any] | None = attrs.field(default=None, validator=_injection)
 

@@ -687,8 +687,8 @@ def test_max_steps_must_be_a_positive_int(tmp_path: Path, max_steps: object) -> 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("instruction", None, "TaskInfo.instruction must be a non-empty string; got None"),
-        ("instruction", "", "TaskInfo.instruction must be a non-empty string"),
+        ("instruction", None, "TaskInfo.instruction must be a string; got NoneType None"),
+        ("instruction", b"do it", "TaskInfo.instruction must be a string; got bytes"),
         ("domain", " ", "TaskInfo.domain must be a non-empty string"),
         ("example_id", 5, "TaskInfo.example_id must be a non-empty string; got 5"),
         ("jailbreak", "false", "TaskInfo.jailbreak must be true or false; got str 'false'"),
@@ -706,6 +706,7 @@ def test_task_info_checks_what_goes_into_the_judges_input(
     with pytest.raises(ConfigError, match=re.escape(message)):
         TaskInfo(**fields)  # type: ignore[arg-type]
     assert TaskInfo(instruction="do", domain="os", example_id="t", jailbreak=True).jailbreak
+    assert TaskInfo(instruction=" ", domain="os", example_id="t").instruction == " "  # as prompts
 
 
 def test_a_config_given_as_a_dict_names_agentconfig(tmp_path: Path) -> None:
