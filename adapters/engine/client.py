@@ -447,7 +447,9 @@ class _LoopClient:
 
     asyncio's `shutdown_asyncgens` (run by `asyncio.run` at its end, while the
     loop still runs) closes every suspended async generator of the loop; the
-    watcher is one, and its `finally` closes the client in its own loop.
+    watcher is one, and its `finally` closes the client in its own loop. A loop
+    closed without it (`run_until_complete`, then `close()`) leaves the watcher
+    suspended for good: its owner `abandon`s the client instead.
     """
 
     def __init__(self, client: httpx.AsyncClient, forget: Callable[[], None]) -> None:
@@ -468,6 +470,15 @@ class _LoopClient:
             await watcher.aclose()
         else:
             await self.client.aclose()
+
+    def abandon(self) -> None:
+        """Close the sockets of a client whose loop was closed without shutting down its
+        async generators: nothing can be awaited on that loop again (the watcher, dropped,
+        is finalized by nobody: its loop is closed)."""
+        self._watcher = None
+        transport = getattr(self.client, "_transport", None)  # the default one, built here
+        if isinstance(transport, ShardedAsyncTransport):
+            transport.abandon()
 
 
 def _forget_loop(
@@ -520,7 +531,11 @@ class HttpModelClient:
     `aclose()` both the sync one and the running loop's; an async client left
     open is closed when its event loop shuts down (`asyncio.run` does that at
     its end), so a client used across many `asyncio.run` calls leaves no
-    socket open. Both are context managers. Every request carries
+    socket open. A loop closed without that (`loop.run_until_complete(...)`,
+    then `loop.close()`) leaves its client's sockets open only until this
+    object's next call, on any loop or thread, or its `close()` / `aclose()`,
+    which close them; a loop neither shut down nor closed keeps its client
+    (and its sockets) until it is. Both are context managers. Every request carries
     `timeout` (default: read 120 s, connect 10 s), whatever the given client's
     own default, shortened to what is left of the policy's deadline. `retry`
     defaults to `RetryPolicy()`. `model`, when set, is the model name sent on
@@ -872,28 +887,43 @@ class HttpModelClient:
                     self._own_async_other = self._new_async_client()
                 return self._own_async_other
         with self._lock:
+            abandoned = self._closed_loops()
             held = self._own_async.get(loop)
             if held is None:
                 # Weak both ways: the watcher must keep neither this object nor its loop alive.
                 forget = functools.partial(_forget_loop, weakref.ref(self), weakref.ref(loop))
                 held = self._own_async[loop] = _LoopClient(self._new_async_client(), forget)
+        for gone in abandoned:
+            gone.abandon()
         await held.watch()
         return held.client
+
+    def _closed_loops(self) -> list[_LoopClient]:
+        """Under the lock: take out the async clients of event loops that were closed without
+        shutting down their async generators (their connections refer to their loop, so
+        the entry would keep it, and them, for good)."""
+        closed = [loop for loop in list(self._own_async.keys()) if loop.is_closed()]
+        return [self._own_async.pop(loop) for loop in closed]
 
     # -- lifecycle ----------------------------------------------------------
 
     def close(self) -> None:
-        """Close the sync httpx client this object built (never one that was passed in)."""
+        """Close the sync httpx client this object built (never one that was passed in), and
+        the async clients of event loops closed without shutting down their async generators."""
         with self._lock:
             client, self._own_client = self._own_client, None
+            abandoned = self._closed_loops()
         if client is not None:
             client.close()
+        for gone in abandoned:
+            gone.abandon()
 
     async def aclose(self) -> None:
         """Close the sync client and the running event loop's async client this object built.
 
-        Async clients of other event loops close when those loops shut down.
-        Clients passed in are never closed.
+        Async clients of other event loops close when those loops shut down (or, for a
+        loop closed without that, here and at this object's next call). Clients passed in
+        are never closed.
         """
         self.close()
         try:
