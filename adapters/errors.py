@@ -24,6 +24,7 @@ OsharmError                                   (osharm_core.errors)
 │   ├── DeadlineExceededError                 the call's wall-clock deadline ran out
 │   │   └── RateLimitWaitError                a shared rate limit's wait would outlast it
 │   ├── ServerLimitError                      HTTP 413 or "at most N images": set server_profile
+│   ├── ClientClosedError                     the client was closed with the call under way
 │   └── RepliesExhausted (LookupError)        a scripted client has no reply left
 │       ├── ReplayExhausted                   ... ReplayClient
 │       └── FakeClientExhausted               ... FakeClient
@@ -180,6 +181,11 @@ class ServerLimitError(ModelCallError):
         self.limit = limit
         self.maximum = maximum
         super().__init__(message, **kwargs)
+
+
+class ClientClosedError(ModelCallError):
+    """The client's connections were closed (its `close()` / `aclose()`, or the httpx client
+    given to it) with the call under way: it ends at once, never tried again."""
 
 
 class RateLimitWaitError(DeadlineExceededError):
@@ -340,6 +346,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BudgetExceeded",
+    "ClientClosedError",
     "ConfigError",
     "ConfigurationError",
     "ContextLengthError",

@@ -57,13 +57,20 @@ from adapters.engine.body import (
     scrub_json,
     scrubbed_headers,
 )
-from adapters.engine.deadline import bound_reads, reading_until, watch_connections, within
+from adapters.engine.deadline import (
+    bound_reads,
+    reading_until,
+    shut_connections,
+    watch_connections,
+    within,
+)
 from adapters.engine.jsonbody import json_body
 from adapters.engine.limits import Limiter
 from adapters.engine.retry import RetryPolicy, retry_after_from_headers, stamina_arguments
 from adapters.engine.server_limits import server_limit_error
 from adapters.engine.transport import ShardedAsyncTransport
 from adapters.errors import (
+    ClientClosedError,
     ContextLengthError,
     DeadlineExceededError,
     ModelCallError,
@@ -578,6 +585,8 @@ class HttpModelClient:
             weakref.WeakKeyDictionary()
         )
         self._own_async_other: httpx.AsyncClient | None = None
+        # The sync clients `close()` is closing: the calls its shutdown wakes see them closed.
+        self._closing: weakref.WeakSet[httpx.Client | httpx.AsyncClient] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     @property
@@ -795,10 +804,16 @@ class HttpModelClient:
         # request opens it (the trace), else from the reply's headers on (`bound_reads`).
         with reading_until(run.deadline):
             try:
+                if self._is_closed(client):
+                    raise self._closed(None)
                 request = self._request(client, run)
                 request.extensions["trace"] = watch_connections
                 response = client.send(request, stream=True, follow_redirects=False)
-            except httpx.RequestError as exc:
+            except (httpx.RequestError, RuntimeError) as exc:
+                if self._is_closed(client):  # httpx's RuntimeError says so too
+                    raise self._closed(run) from None
+                if isinstance(exc, RuntimeError):
+                    raise
                 if run.expired():
                     raise self._late(run, None) from None
                 return exc
@@ -809,6 +824,8 @@ class HttpModelClient:
                     reader.feed(chunk)
                 return Answer(response.status_code, response.headers, reader.finish())
             except httpx.RequestError as exc:
+                if self._is_closed(client):
+                    raise self._unread(run, response, self._closed(run)) from None
                 if run.expired():
                     raise self._late(run, response) from None
                 return Cut(response.status_code, exc)
@@ -821,6 +838,8 @@ class HttpModelClient:
         self, client: httpx.AsyncClient, run: _Run
     ) -> Answer | Cut | httpx.RequestError:
         response: httpx.Response | None = None
+        if self._is_closed(client):
+            raise self._closed(None)
         # The whole try, headers and body, is cancelled at the deadline.
         scope = within(run.remaining())
         try:
@@ -834,7 +853,14 @@ class HttpModelClient:
                     async for chunk in response.aiter_raw():
                         reader.feed(chunk)
                 return Answer(response.status_code, response.headers, reader.finish())
-        except httpx.RequestError as exc:
+        except (httpx.RequestError, RuntimeError) as exc:
+            if self._is_closed(client):  # httpx's RuntimeError says so too
+                closed = self._closed(run)
+                raise (
+                    closed if response is None else self._unread(run, response, closed)
+                ) from None
+            if isinstance(exc, RuntimeError):
+                raise
             if run.expired():
                 raise self._late(run, response) from None
             return exc if response is None else Cut(response.status_code, exc)
@@ -855,6 +881,19 @@ class HttpModelClient:
         finally:
             if response is not None:
                 await response.aclose()
+
+    def _is_closed(self, client: httpx.Client | httpx.AsyncClient) -> bool:
+        return client.is_closed or client in self._closing
+
+    def _closed(self, run: _Run | None) -> ClientClosedError:
+        """The error of a try on a closed httpx client: before it was sent (`run` is None), or
+        cut off by the close."""
+        when = "before the try was sent" if run is None else "with the try under way"
+        return ClientClosedError(
+            f"the client was closed (close() / aclose(), or the httpx client given to it) "
+            f"{when}; not tried again",
+            provider=self.provider.name,
+        )
 
     def _wire(self, request: ModelRequest) -> ModelRequest:
         if self.model is None or request.model == self.model:
@@ -913,7 +952,10 @@ class HttpModelClient:
         with self._lock:
             client, self._own_client = self._own_client, None
             abandoned = self._closed_loops()
+            if client is not None:
+                self._closing.add(client)
         if client is not None:
+            shut_connections(client)  # wakes the reads of the calls under way
             client.close()
         for gone in abandoned:
             gone.abandon()

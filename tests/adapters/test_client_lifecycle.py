@@ -3,15 +3,28 @@ down, and `close()` / `aclose()` with calls under way."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.adapters.loopback import LoopbackServer, Reply, chat_completion
+from adapters.contract import ModelRequest
+from adapters.engine.client import HttpModelClient
+from adapters.engine.retry import RetryPolicy
+from adapters.errors import ClientClosedError
+from adapters.providers.openai_chat import OpenAIChatProvider
+from osharm_core import Message, TextPart
+from tests.adapters.conftest import FAKE_KEY
+from tests.adapters.helpers import MODES, call, loopback_client
+from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
 
 ROOT = Path(__file__).parents[2]
+REQUEST = ModelRequest(model="compat/m", messages=(Message("user", (TextPart("hi"),)),))
 
 
 def _child(script: str, *args: str) -> tuple[list[str], str]:
@@ -75,3 +88,103 @@ def test_loops_closed_without_shutting_down_leave_no_socket_open() -> None:
         server.route("POST", r".*/chat/completions", lambda _: Reply(200, chat_completion("ok")))
         printed = _child(_CLOSED_LOOPS, server.base_url + "/v1")
     assert printed == (["True 1", "0 0"], "")
+
+
+# --- close() / aclose() with calls under way ----------------------------------------------------
+
+#: The reference's waits: a call that retried after its client was closed would wait 30 s.
+PATIENT = RetryPolicy(wait=30.0, attempts=10, timeout=120.0)
+
+
+def _stalled(server: LoopbackServer) -> HttpModelClient:
+    """A client of `server`, whose every reply takes 5 s."""
+    server.route(
+        "POST", r".*/chat/completions", lambda _: Reply(200, chat_completion("ok"), delay=5)
+    )
+    return loopback_client("compat/m", f"{server.base_url}/v1", retry=PATIENT)
+
+
+def test_close_ends_a_sync_call_under_way_at_once_and_typed() -> None:
+    """`close()` from another thread while a call waits on a stalled server: the call ends at
+    once with a `ClientClosedError`, not tried again (it used to wait out the server, then
+    the 30 s retry wait, then raise httpx's bare RuntimeError from the closed client)."""
+    with LoopbackServer() as server:
+        client = _stalled(server)
+        ended: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                client.complete(REQUEST)
+            except BaseException as exc:
+                ended.append(exc)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        time.sleep(0.3)
+        client.close()
+        worker.join(3)
+        assert not worker.is_alive()
+        assert len(server.requests) == 1
+    (error,) = ended
+    assert type(error) is ClientClosedError
+    assert not error.retryable
+    assert "closed" in str(error)
+
+
+def test_close_ends_sync_calls_waiting_to_retry_without_another_try() -> None:
+    """Calls waiting out a retry wait when the client is closed end when it is over,
+    without sending their next try."""
+    with LoopbackServer() as server:
+        server.route("POST", r".*/chat/completions", lambda _: openai_error(500, "boom"))
+        client = loopback_client(
+            "compat/m", f"{server.base_url}/v1", retry=RetryPolicy(wait=0.5, attempts=3)
+        )
+        ended: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                client.complete(REQUEST)
+            except BaseException as exc:
+                ended.append(exc)
+
+        workers = [threading.Thread(target=run, daemon=True) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        time.sleep(0.3)
+        client.close()
+        for worker in workers:
+            worker.join(3)
+        assert len(server.requests) == 4
+    assert [type(error) for error in ended] == [ClientClosedError] * 4
+
+
+@pytest.mark.anyio
+async def test_aclose_ends_an_async_call_under_way_at_once_and_typed() -> None:
+    with LoopbackServer() as server:
+        client = _stalled(server)
+        call = asyncio.ensure_future(client.acomplete(REQUEST))
+        await asyncio.sleep(0.3)
+        await client.aclose()
+        with pytest.raises(ClientClosedError, match="under way"):
+            await asyncio.wait_for(call, 3)
+        assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_given_http_client_its_owner_closed_is_a_typed_error_never_retried(mode: str) -> None:
+    with LoopbackServer() as server:
+        given: httpx.Client | httpx.AsyncClient
+        if mode == "sync":
+            given = httpx.Client()
+            given.close()
+        else:
+            given = httpx.AsyncClient()
+            asyncio.run(given.aclose())
+        provider = OpenAIChatProvider(base_url=f"{server.base_url}/v1", api_key=FAKE_KEY)
+        kind = "http_client" if mode == "sync" else "async_http_client"
+        client = HttpModelClient(provider, retry=PATIENT, **{kind: given})  # type: ignore[arg-type]
+        started = time.monotonic()
+        with pytest.raises(ClientClosedError, match="before the try was sent"):
+            call(client, REQUEST, mode)
+        assert time.monotonic() - started < 2
+        assert server.requests == []
