@@ -332,6 +332,16 @@ def transport_error(
     return _scrub(error, secrets)
 
 
+class _Turn:
+    """When the rate-limiter turn a try waits for is due (`time.monotonic()`; `None`: none taken)."""
+
+    def __init__(self) -> None:
+        self.due: float | None = None
+
+    def taken(self, wait: float) -> None:
+        self.due = time.monotonic() + wait
+
+
 class _Run:
     """One call as the shells drive it: the flow, the pending call, the tries so far.
 
@@ -671,11 +681,13 @@ class HttpModelClient:
                 )
             yield wait
 
-    def _waits(self, run: _Run) -> Generator[float, None, None]:
-        """The sleeps before the admitted try may go: its turn, then any pause that began since."""
+    def _waits(self, run: _Run, turn: _Turn) -> Generator[float, None, None]:
+        """The sleeps before the admitted try may go: its turn, then any pause that began since
+        (noting in `turn` when the turn taken last is due)."""
         assert self.limiter is not None
         name = self.provider.name
         wait = self.limiter.reserve(deadline=run.deadline, provider=name)
+        turn.taken(wait)
         while wait > 0:
             if run.deadline is not None and time.monotonic() + wait > run.deadline:
                 raise RateLimitWaitError(
@@ -685,6 +697,8 @@ class HttpModelClient:
                 )
             yield wait
             wait = self.limiter.hold()
+            if wait > 0:  # with a request rate, a new place in line after the pause
+                turn.taken(wait)
 
     def _turn(self, run: _Run, sleep: Callable[[float], None]) -> None:
         if self.limiter is not None:
@@ -692,8 +706,8 @@ class HttpModelClient:
                 for wait in self._admission(run):
                     sleep(wait)
             run.admitted = False
-            with self._releasing():
-                for wait in self._waits(run):
+            with self._releasing(), self._giving_back() as turn:
+                for wait in self._waits(run, turn):
                     sleep(wait)
 
     async def _aturn(self, run: _Run) -> None:
@@ -701,9 +715,22 @@ class HttpModelClient:
             for wait in self._admission(run):
                 await asyncio.sleep(wait)
         run.admitted = False
-        with self._releasing():
-            for wait in self._waits(run):
+        with self._releasing(), self._giving_back() as turn:
+            for wait in self._waits(run, turn):
                 await asyncio.sleep(wait)
+
+    @contextlib.contextmanager
+    def _giving_back(self) -> Iterator[_Turn]:
+        """Around the wait for a turn: a turn left before it was due (a cancel, an episode's
+        time limit, a `RateLimitWaitError`) is given back, so it does not hold up the callers
+        after it."""
+        turn = _Turn()
+        try:
+            yield turn
+        except BaseException:
+            if self.limiter is not None and turn.due is not None and time.monotonic() < turn.due:
+                self.limiter.unreserve(due=turn.due)
+            raise
 
     @contextlib.contextmanager
     def _releasing(self) -> Iterator[None]:
