@@ -3,7 +3,7 @@
 ```
 OsharmError                                   (osharm_core.errors)
 ├── ConfigError (ValueError)                  configuration
-│   └── ConfigurationError                    a client cannot be built: model name, key, base URL
+│   └── ConfigurationError                    a client cannot be built (model, key, URL) or sent to a worker
 ├── ObservationError (ValueError)             input
 │   ├── AccessibilityTreeError
 │   └── ScreenshotError
@@ -205,7 +205,8 @@ class FakeClientExhausted(RepliesExhausted):
 
 
 class ConfigurationError(ConfigError):
-    """A client cannot be built: unknown model name, missing key, bad base URL."""
+    """A client cannot be built (unknown model name, missing key, bad base URL), or what a
+    run is given cannot go where it must (a `RateLimiter` or `Budget` to a worker process)."""
 
 
 class SafetyCheckPending(_Picklable):

@@ -65,12 +65,13 @@ from adapters.engine.deadline import (
     within,
 )
 from adapters.engine.jsonbody import json_body
-from adapters.engine.limits import Limiter
+from adapters.engine.limits import Limiter, RateLimiter
 from adapters.engine.retry import RetryPolicy, retry_after_from_headers, stamina_arguments
 from adapters.engine.server_limits import server_limit_error
 from adapters.engine.transport import ShardedAsyncTransport
 from adapters.errors import (
     ClientClosedError,
+    ConfigurationError,
     ContextLengthError,
     DeadlineExceededError,
     ModelCallError,
@@ -563,6 +564,14 @@ class HttpModelClient:
     none) is a rate limiter shared with every other client of the same model
     (see `adapters.engine.limits`): each try waits for its turn, and each
     reply's rate-limit headers, 429s and token usage update it.
+
+    A client pickles and copies as its configuration (provider, key included,
+    limiter, retry policy, timeouts, wire model, body limit), as a worker
+    process given an agent needs it: connections stay behind, and the copy
+    builds its own on first use. One given its own httpx clients, or holding a
+    `RateLimiter` (which counts one process's calls), raises
+    `ConfigurationError` instead: build it in the worker. A `RayLimiter`
+    travels (it is a handle to the cluster's limiter).
     """
 
     def __init__(
@@ -598,6 +607,42 @@ class HttpModelClient:
         # The sync clients `close()` is closing: the calls its shutdown wakes see them closed.
         self._closing: weakref.WeakSet[httpx.Client | httpx.AsyncClient] = weakref.WeakSet()
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What `pickle` and `copy` take: the configuration, no connection (see the class doc)."""
+        given = [
+            name
+            for name, client in (
+                ("http_client", self._given_client),
+                ("async_http_client", self._given_async_client),
+            )
+            if client is not None
+        ]
+        if given:
+            raise ConfigurationError(
+                f"an HttpModelClient ({self.provider.name}) given its own {' and '.join(given)} "
+                "does not pickle or copy: their connections stay in this process; build the "
+                "client in the worker"
+            )
+        if isinstance(self.limiter, RateLimiter):
+            raise ConfigurationError(
+                f"an HttpModelClient ({self.provider.name}) sharing a {self.limiter!r} does not "
+                "pickle or copy: the limiter counts the calls of this process; build the "
+                "limiter and its clients in the worker (with that worker's share of the rate), "
+                "or run on Ray, where one actor keeps the limits"
+            )
+        return {
+            "provider": self.provider,
+            "limiter": self.limiter,
+            "retry": self._retry,
+            "timeout": self.timeout,
+            "model": self.model,
+            "max_response_bytes": self.max_response_bytes,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        options = {name: value for name, value in state.items() if name != "provider"}
+        self.__init__(state["provider"], **options)  # type: ignore[misc]
 
     @property
     def retry(self) -> RetryPolicy:

@@ -51,10 +51,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Final, Protocol
+from typing import Final, NoReturn, Protocol
 
 from adapters.engine.retry import reply_time, retry_after_from_headers
-from adapters.errors import RateLimitWaitError
+from adapters.errors import ConfigurationError, RateLimitWaitError
 from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 #: The longest pause any header can impose (seconds), unless the limiter is built with another.
@@ -223,7 +223,8 @@ class RateLimiter:
     so a hold, is charged at most a minute of the token budget);
     `fallback_pause` is the pause after a 429 that says nothing about when to
     come back. `waits` counts the turns that had to wait, `pauses` the pauses
-    the provider's replies caused.
+    the provider's replies caused. A limiter counts one process's calls: it
+    does not pickle or copy (a `ConfigurationError` saying so).
 
     >>> limiter = RateLimiter(requests_per_minute=60, clock=lambda: 0.0)
     >>> limiter.reserve(), limiter.reserve()
@@ -288,6 +289,15 @@ class RateLimiter:
         return (
             f"RateLimiter(requests_per_minute={self.requests_per_minute}, "
             f"tokens_per_minute={self.tokens_per_minute})"
+        )
+
+    def __reduce__(self) -> NoReturn:
+        raise ConfigurationError(
+            f"{self!r} does not pickle or copy: it counts the calls of the process it is in, "
+            "so a copy in each worker would let every worker send the whole rate (an agent or "
+            "client handed to a worker process holds one); build the limiter, and the clients "
+            "sharing it, in the worker with that worker's share of the rate, or run on Ray, "
+            "where one actor keeps the limits for the whole cluster"
         )
 
     def _pause(self, seconds: float | None, now: float) -> None:
