@@ -3,7 +3,7 @@
 ```
 OsharmError                                   (osharm_core.errors)
 ├── ConfigError (ValueError)                  configuration
-│   └── ConfigurationError                    a client cannot be built: model name, key, base URL
+│   └── ConfigurationError                    a client cannot be built (model, key, URL) or sent to a worker
 ├── ObservationError (ValueError)             input
 │   ├── AccessibilityTreeError
 │   └── ScreenshotError
@@ -24,6 +24,7 @@ OsharmError                                   (osharm_core.errors)
 │   ├── DeadlineExceededError                 the call's wall-clock deadline ran out
 │   │   └── RateLimitWaitError                a shared rate limit's wait would outlast it
 │   ├── ServerLimitError                      HTTP 413 or "at most N images": set server_profile
+│   ├── ClientClosedError                     the client was closed with the call under way
 │   └── RepliesExhausted (LookupError)        a scripted client has no reply left
 │       ├── ReplayExhausted                   ... ReplayClient
 │       └── FakeClientExhausted               ... FakeClient
@@ -182,6 +183,11 @@ class ServerLimitError(ModelCallError):
         super().__init__(message, **kwargs)
 
 
+class ClientClosedError(ModelCallError):
+    """The client's connections were closed (its `close()` / `aclose()`, or the httpx client
+    given to it) with the call under way: it ends at once, never tried again."""
+
+
 class RateLimitWaitError(DeadlineExceededError):
     """A shared rate limiter would hold the call past its deadline, so it is not sent at all."""
 
@@ -199,7 +205,8 @@ class FakeClientExhausted(RepliesExhausted):
 
 
 class ConfigurationError(ConfigError):
-    """A client cannot be built: unknown model name, missing key, bad base URL."""
+    """A client cannot be built (unknown model name, missing key, bad base URL), or what a
+    run is given cannot go where it must (a `RateLimiter` or `Budget` to a worker process)."""
 
 
 class SafetyCheckPending(_Picklable):
@@ -340,6 +347,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BudgetExceeded",
+    "ClientClosedError",
     "ConfigError",
     "ConfigurationError",
     "ContextLengthError",

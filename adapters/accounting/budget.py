@@ -38,10 +38,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from typing import NoReturn
 
 from adapters.accounting.cost import UsageTotals
 from adapters.accounting.prices import PriceTable, check_prices, default_prices
-from adapters.errors import BudgetExceeded
+from adapters.errors import BudgetExceeded, ConfigurationError
 from osharm_core.errors import ConfigError, excerpt, is_finite_number, number_excerpt
 
 
@@ -90,8 +91,10 @@ class Budget:
     Share one `Budget` between a process's agents (threads or one event
     loop): each request in flight holds the largest step charged so far
     against the run caps (see the module doc for the bound that remains).
-    A `Budget` does not cross processes (it holds a lock); on Ray one actor
-    keeps the run's caps the same way (`adapters.runs.ray_runner.BudgetActor`).
+    A `Budget` does not cross processes (pickling or copying one, or an agent
+    holding one, raises `ConfigurationError`): build one in each worker process;
+    on Ray one actor keeps the run's caps the same way
+    (`adapters.runs.ray_runner.BudgetActor`).
     """
 
     def __init__(
@@ -116,6 +119,14 @@ class Budget:
         self._largest = (0, 0.0)  # the largest step charged: tokens, known dollars
         self._in_flight = 0
         self._held = (0, 0.0)  # the estimates of the requests in flight
+
+    def __reduce__(self) -> NoReturn:
+        raise ConfigurationError(
+            f"a {type(self).__name__} does not pickle or copy: it counts the spending of the "
+            "agents of the process it is in, so a copy would cap nothing the original sees "
+            "(an agent handed to a worker process holds one); build the budget in the worker, "
+            "or run on Ray, where one actor keeps the run's caps"
+        )
 
     @property
     def run_totals(self) -> UsageTotals:

@@ -57,13 +57,20 @@ from adapters.engine.body import (
     scrub_json,
     scrubbed_headers,
 )
-from adapters.engine.deadline import bound_reads, reading_until, watch_connections, within
+from adapters.engine.deadline import (
+    bound_reads,
+    reading_until,
+    shut_connections,
+    watch_connections,
+    within,
+)
 from adapters.engine.jsonbody import json_body
-from adapters.engine.limits import Limiter
+from adapters.engine.limits import Limiter, RateLimiter
 from adapters.engine.retry import RetryPolicy, retry_after_from_headers, stamina_arguments
 from adapters.engine.server_limits import server_limit_error
 from adapters.engine.transport import ShardedAsyncTransport
 from adapters.errors import (
+    ClientClosedError,
     ConfigurationError,
     ContextLengthError,
     DeadlineExceededError,
@@ -370,6 +377,16 @@ def transport_error(
     return _scrub(error, secrets)
 
 
+class _Turn:
+    """When the rate-limiter turn a try waits for is due (`time.monotonic()`; `None`: none taken)."""
+
+    def __init__(self) -> None:
+        self.due: float | None = None
+
+    def taken(self, wait: float) -> None:
+        self.due = time.monotonic() + wait
+
+
 class _Run:
     """One call as the shells drive it: the flow, the pending call, the tries so far.
 
@@ -492,7 +509,9 @@ class _LoopClient:
 
     asyncio's `shutdown_asyncgens` (run by `asyncio.run` at its end, while the
     loop still runs) closes every suspended async generator of the loop; the
-    watcher is one, and its `finally` closes the client in its own loop.
+    watcher is one, and its `finally` closes the client in its own loop. A loop
+    closed without it (`run_until_complete`, then `close()`) leaves the watcher
+    suspended for good: its owner `abandon`s the client instead.
     """
 
     def __init__(self, client: httpx.AsyncClient, forget: Callable[[], None]) -> None:
@@ -513,6 +532,15 @@ class _LoopClient:
             await watcher.aclose()
         else:
             await self.client.aclose()
+
+    def abandon(self) -> None:
+        """Close the sockets of a client whose loop was closed without shutting down its
+        async generators: nothing can be awaited on that loop again (the watcher, dropped,
+        is finalized by nobody: its loop is closed)."""
+        self._watcher = None
+        transport = getattr(self.client, "_transport", None)  # the default one, built here
+        if isinstance(transport, ShardedAsyncTransport):
+            transport.abandon()
 
 
 def _forget_loop(
@@ -565,7 +593,11 @@ class HttpModelClient:
     `aclose()` both the sync one and the running loop's; an async client left
     open is closed when its event loop shuts down (`asyncio.run` does that at
     its end), so a client used across many `asyncio.run` calls leaves no
-    socket open. Both are context managers. Every request carries
+    socket open. A loop closed without that (`loop.run_until_complete(...)`,
+    then `loop.close()`) leaves its client's sockets open only until this
+    object's next call, on any loop or thread, or its `close()` / `aclose()`,
+    which close them; a loop neither shut down nor closed keeps its client
+    (and its sockets) until it is. Both are context managers. Every request carries
     `timeout` (an `httpx.Timeout`, or seconds for every phase as httpx and the
     openai SDK take them; default: read 120 s, connect 10 s), whatever the given
     client's own default, shortened to what is left of the policy's deadline. `retry`
@@ -578,6 +610,14 @@ class HttpModelClient:
     none) is a rate limiter shared with every other client of the same model
     (see `adapters.engine.limits`): each try waits for its turn, and each
     reply's rate-limit headers, 429s and token usage update it.
+
+    A client pickles and copies as its configuration (provider, key included,
+    limiter, retry policy, timeouts, wire model, body limit), as a worker
+    process given an agent needs it: connections stay behind, and the copy
+    builds its own on first use. One given its own httpx clients, or holding a
+    `RateLimiter` (which counts one process's calls), raises
+    `ConfigurationError` instead: build it in the worker. A `RayLimiter`
+    travels (it is a handle to the cluster's limiter).
     """
 
     def __init__(
@@ -612,7 +652,45 @@ class HttpModelClient:
             weakref.WeakKeyDictionary()
         )
         self._own_async_other: httpx.AsyncClient | None = None
+        # The sync clients `close()` is closing: the calls its shutdown wakes see them closed.
+        self._closing: weakref.WeakSet[httpx.Client | httpx.AsyncClient] = weakref.WeakSet()
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What `pickle` and `copy` take: the configuration, no connection (see the class doc)."""
+        given = [
+            name
+            for name, client in (
+                ("http_client", self._given_client),
+                ("async_http_client", self._given_async_client),
+            )
+            if client is not None
+        ]
+        if given:
+            raise ConfigurationError(
+                f"an HttpModelClient ({self.provider.name}) given its own {' and '.join(given)} "
+                "does not pickle or copy: their connections stay in this process; build the "
+                "client in the worker"
+            )
+        if isinstance(self.limiter, RateLimiter):
+            raise ConfigurationError(
+                f"an HttpModelClient ({self.provider.name}) sharing a {self.limiter!r} does not "
+                "pickle or copy: the limiter counts the calls of this process; build the "
+                "limiter and its clients in the worker (with that worker's share of the rate), "
+                "or run on Ray, where one actor keeps the limits"
+            )
+        return {
+            "provider": self.provider,
+            "limiter": self.limiter,
+            "retry": self._retry,
+            "timeout": self.timeout,
+            "model": self.model,
+            "max_response_bytes": self.max_response_bytes,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        options = {name: value for name, value in state.items() if name != "provider"}
+        self.__init__(state["provider"], **options)  # type: ignore[misc]
 
     @property
     def retry(self) -> RetryPolicy:
@@ -696,11 +774,13 @@ class HttpModelClient:
                 )
             yield wait
 
-    def _waits(self, run: _Run) -> Generator[float, None, None]:
-        """The sleeps before the admitted try may go: its turn, then any pause that began since."""
+    def _waits(self, run: _Run, turn: _Turn) -> Generator[float, None, None]:
+        """The sleeps before the admitted try may go: its turn, then any pause that began since
+        (noting in `turn` when the turn taken last is due)."""
         assert self.limiter is not None
         name = self.provider.name
         wait = self.limiter.reserve(deadline=run.deadline, provider=name)
+        turn.taken(wait)
         while wait > 0:
             if run.deadline is not None and time.monotonic() + wait > run.deadline:
                 raise RateLimitWaitError(
@@ -710,6 +790,8 @@ class HttpModelClient:
                 )
             yield wait
             wait = self.limiter.hold()
+            if wait > 0:  # with a request rate, a new place in line after the pause
+                turn.taken(wait)
 
     def _turn(self, run: _Run, sleep: Callable[[float], None]) -> None:
         if self.limiter is not None:
@@ -717,8 +799,8 @@ class HttpModelClient:
                 for wait in self._admission(run):
                     sleep(wait)
             run.admitted = False
-            with self._releasing():
-                for wait in self._waits(run):
+            with self._releasing(), self._giving_back() as turn:
+                for wait in self._waits(run, turn):
                     sleep(wait)
 
     async def _aturn(self, run: _Run) -> None:
@@ -726,9 +808,22 @@ class HttpModelClient:
             for wait in self._admission(run):
                 await asyncio.sleep(wait)
         run.admitted = False
-        with self._releasing():
-            for wait in self._waits(run):
+        with self._releasing(), self._giving_back() as turn:
+            for wait in self._waits(run, turn):
                 await asyncio.sleep(wait)
+
+    @contextlib.contextmanager
+    def _giving_back(self) -> Iterator[_Turn]:
+        """Around the wait for a turn: a turn left before it was due (a cancel, an episode's
+        time limit, a `RateLimitWaitError`) is given back, so it does not hold up the callers
+        after it."""
+        turn = _Turn()
+        try:
+            yield turn
+        except BaseException:
+            if self.limiter is not None and turn.due is not None and time.monotonic() < turn.due:
+                self.limiter.unreserve(due=turn.due)
+            raise
 
     @contextlib.contextmanager
     def _releasing(self) -> Iterator[None]:
@@ -829,10 +924,16 @@ class HttpModelClient:
         # request opens it (the trace), else from the reply's headers on (`bound_reads`).
         with reading_until(run.deadline):
             try:
+                if self._is_closed(client):
+                    raise self._closed(None)
                 request = self._request(client, run)
                 request.extensions["trace"] = watch_connections
                 response = client.send(request, stream=True, follow_redirects=False)
-            except httpx.RequestError as exc:
+            except (httpx.RequestError, RuntimeError) as exc:
+                if self._is_closed(client):  # httpx's RuntimeError says so too
+                    raise self._closed(run) from None
+                if isinstance(exc, RuntimeError):
+                    raise
                 if run.expired():
                     raise self._late(run, None) from None
                 return exc
@@ -843,6 +944,8 @@ class HttpModelClient:
                     reader.feed(chunk)
                 return Answer(response.status_code, response.headers, reader.finish())
             except httpx.RequestError as exc:
+                if self._is_closed(client):
+                    raise self._unread(run, response, self._closed(run)) from None
                 if run.expired():
                     raise self._late(run, response) from None
                 return Cut(response.status_code, exc)
@@ -855,6 +958,8 @@ class HttpModelClient:
         self, client: httpx.AsyncClient, run: _Run
     ) -> Answer | Cut | httpx.RequestError:
         response: httpx.Response | None = None
+        if self._is_closed(client):
+            raise self._closed(None)
         # The whole try, headers and body, is cancelled at the deadline.
         scope = within(run.remaining())
         try:
@@ -868,7 +973,14 @@ class HttpModelClient:
                     async for chunk in response.aiter_raw():
                         reader.feed(chunk)
                 return Answer(response.status_code, response.headers, reader.finish())
-        except httpx.RequestError as exc:
+        except (httpx.RequestError, RuntimeError) as exc:
+            if self._is_closed(client):  # httpx's RuntimeError says so too
+                closed = self._closed(run)
+                raise (
+                    closed if response is None else self._unread(run, response, closed)
+                ) from None
+            if isinstance(exc, RuntimeError):
+                raise
             if run.expired():
                 raise self._late(run, response) from None
             return exc if response is None else Cut(response.status_code, exc)
@@ -889,6 +1001,19 @@ class HttpModelClient:
         finally:
             if response is not None:
                 await response.aclose()
+
+    def _is_closed(self, client: httpx.Client | httpx.AsyncClient) -> bool:
+        return client.is_closed or client in self._closing
+
+    def _closed(self, run: _Run | None) -> ClientClosedError:
+        """The error of a try on a closed httpx client: before it was sent (`run` is None), or
+        cut off by the close."""
+        when = "before the try was sent" if run is None else "with the try under way"
+        return ClientClosedError(
+            f"the client was closed (close() / aclose(), or the httpx client given to it) "
+            f"{when}; not tried again",
+            provider=self.provider.name,
+        )
 
     def _wire(self, request: ModelRequest) -> ModelRequest:
         if self.model is None or request.model == self.model:
@@ -921,28 +1046,46 @@ class HttpModelClient:
                     self._own_async_other = self._new_async_client()
                 return self._own_async_other
         with self._lock:
+            abandoned = self._closed_loops()
             held = self._own_async.get(loop)
             if held is None:
                 # Weak both ways: the watcher must keep neither this object nor its loop alive.
                 forget = functools.partial(_forget_loop, weakref.ref(self), weakref.ref(loop))
                 held = self._own_async[loop] = _LoopClient(self._new_async_client(), forget)
+        for gone in abandoned:
+            gone.abandon()
         await held.watch()
         return held.client
+
+    def _closed_loops(self) -> list[_LoopClient]:
+        """Under the lock: take out the async clients of event loops that were closed without
+        shutting down their async generators (their connections refer to their loop, so
+        the entry would keep it, and them, for good)."""
+        closed = [loop for loop in list(self._own_async.keys()) if loop.is_closed()]
+        return [self._own_async.pop(loop) for loop in closed]
 
     # -- lifecycle ----------------------------------------------------------
 
     def close(self) -> None:
-        """Close the sync httpx client this object built (never one that was passed in)."""
+        """Close the sync httpx client this object built (never one that was passed in), and
+        the async clients of event loops closed without shutting down their async generators."""
         with self._lock:
             client, self._own_client = self._own_client, None
+            abandoned = self._closed_loops()
+            if client is not None:
+                self._closing.add(client)
         if client is not None:
+            shut_connections(client)  # wakes the reads of the calls under way
             client.close()
+        for gone in abandoned:
+            gone.abandon()
 
     async def aclose(self) -> None:
         """Close the sync client and the running event loop's async client this object built.
 
-        Async clients of other event loops close when those loops shut down.
-        Clients passed in are never closed.
+        Async clients of other event loops close when those loops shut down (or, for a
+        loop closed without that, here and at this object's next call). Clients passed in
+        are never closed.
         """
         self.close()
         try:

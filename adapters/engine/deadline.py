@@ -169,6 +169,16 @@ def _shut(stream: Any) -> None:
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def shut_connections(client: httpx.Client) -> None:
+    """Shut down the sockets of `client`'s pooled connections (httpx's default transport),
+    so the reads and writes other threads are blocked in end at once: `client.close()`
+    alone closes the sockets under them, and they go on waiting for the server. Through
+    httpx's and httpcore's private attributes; whatever is not found is left as it is."""
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    for connection in list(getattr(pool, "connections", ())):
+        _shut(getattr(getattr(connection, "_connection", None), "_network_stream", None))
+
+
 def _left(timeout: float | None) -> float | None:
     """`timeout`, but never past this thread's deadline."""
     deadline: float | None = getattr(_thread, "deadline", None)
@@ -262,6 +272,7 @@ __all__ = [
     "cut_by",
     "cut_short",
     "reading_until",
+    "shut_connections",
     "stream_until",
     "watch_connections",
     "within",

@@ -5,7 +5,10 @@ same object to every `HttpModelClient` that calls that model (the
 `limiter=` parameter). Before each HTTP try a client waits for room in the
 token budget (`admit`), then `reserve`s a turn and sleeps the wait it is told;
 after each reply it reports the status, the headers and the tokens used
-(`observe`), and a try that got no reply gives its room back (`release`).
+(`observe`), and a try that got no reply gives its room back (`release`); a
+caller that stops waiting for its turn before it is due (cancelled, an
+episode's time limit, its deadline first) gives the turn back (`unreserve`),
+for the next caller to take.
 Limits come from two places:
 
 * what you configure: `requests_per_minute` and `tokens_per_minute`, kept as
@@ -40,6 +43,7 @@ The limiter is thread-safe, never sleeps itself, and its clock is injectable
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
@@ -47,10 +51,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Final, Protocol
+from typing import Final, NoReturn, Protocol
 
 from adapters.engine.retry import reply_time, retry_after_from_headers
-from adapters.errors import RateLimitWaitError
+from adapters.errors import ConfigurationError, RateLimitWaitError
 from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
 
 #: The longest pause any header can impose (seconds), unless the limiter is built with another.
@@ -89,6 +93,11 @@ class Limiter(Protocol):
 
     def hold(self) -> float:
         """Seconds still to wait because of a pause that began after the turn was taken."""
+        ...
+
+    def unreserve(self, *, due: float) -> None:
+        """Give back the turn due at `due` (a value of the limiter's clock), not used: its caller
+        stopped waiting before then."""
         ...
 
     def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
@@ -214,7 +223,8 @@ class RateLimiter:
     so a hold, is charged at most a minute of the token budget);
     `fallback_pause` is the pause after a 429 that says nothing about when to
     come back. `waits` counts the turns that had to wait, `pauses` the pauses
-    the provider's replies caused.
+    the provider's replies caused. A limiter counts one process's calls: it
+    does not pickle or copy (a `ConfigurationError` saying so).
 
     >>> limiter = RateLimiter(requests_per_minute=60, clock=lambda: 0.0)
     >>> limiter.reserve(), limiter.reserve()
@@ -261,6 +271,11 @@ class RateLimiter:
         # The provider's own request budget: how many are left until when (from headers).
         self._left: int | None = None
         self._left_until = start
+        self._left_taken = 0  # the turns counted down from `_left` since a header set it
+        # With a request rate: when the turns handed out and not due yet are due, and the
+        # times of those given back unused (`unreserve`), for the next turns; both sorted.
+        self._out: list[float] = []
+        self._free: list[float] = []
         # What admitted requests not yet answered hold: (estimate, when it is dropped), oldest first.
         self._held: list[tuple[float, float]] = []
         # (when, usage) of replies in the ESTIMATE_WINDOW up to the latest one, each smaller
@@ -276,6 +291,15 @@ class RateLimiter:
             f"tokens_per_minute={self.tokens_per_minute})"
         )
 
+    def __reduce__(self) -> NoReturn:
+        raise ConfigurationError(
+            f"{self!r} does not pickle or copy: it counts the calls of the process it is in, "
+            "so a copy in each worker would let every worker send the whole rate (an agent or "
+            "client handed to a worker process holds one); build the limiter, and the clients "
+            "sharing it, in the worker with that worker's share of the rate, or run on Ray, "
+            "where one actor keeps the limits for the whole cluster"
+        )
+
     def _pause(self, seconds: float | None, now: float) -> None:
         if seconds is None or not math.isfinite(seconds) or seconds <= 0:
             return
@@ -288,7 +312,8 @@ class RateLimiter:
         """Take the next request turn; returns the seconds to sleep before sending.
 
         Turns are handed out in order (a turn taken now is due after every turn
-        taken before it). Turns taken during a pause are spaced after its end
+        taken before it), but for a turn given back (`unreserve`): the next caller
+        gets its place. Turns taken during a pause are spaced after its end
         at the request rate, as after any quiet spell (at most `burst` at once),
         not all released together. When the wait would end past `deadline` (a
         value of the limiter's clock, `time.monotonic()` by default) the turn is
@@ -301,8 +326,14 @@ class RateLimiter:
             counted = self._left is not None and now < self._left_until
             if counted and self._left is not None and self._left <= 0:
                 ready = max(ready, self._left_until)
+            freed = None
             if self._requests is not None:
-                ready = self._requests.due(ready)
+                self._forget_past(now)
+                due = self._requests.due(ready)
+                at = bisect.bisect_left(self._free, ready)
+                if at < len(self._free) and self._free[at] < due:
+                    freed, due = at, self._free[at]
+                ready = due
             wait = ready - now
             if deadline is not None and now + wait > deadline:
                 raise RateLimitWaitError(
@@ -311,9 +342,14 @@ class RateLimiter:
                     provider=provider or "rate limiter",
                 )
             if self._requests is not None:
-                self._requests.take(ready)
+                if freed is None:
+                    self._requests.take(ready)
+                else:
+                    del self._free[freed]
+                bisect.insort(self._out, ready)
             if counted and self._left is not None:
                 self._left -= 1
+                self._left_taken += 1
             if wait > 0:
                 self.waits += 1
             return wait
@@ -378,7 +414,42 @@ class RateLimiter:
                 return 0.0
             if self._requests is None or left < _EARLY_WAKE:
                 return left
-            return self._requests.take(self._paused_until) - now
+            due = self._requests.take(self._paused_until)
+            bisect.insort(self._out, due)
+            return due - now
+
+    def unreserve(self, *, due: float) -> None:
+        """Give back a turn not used: its caller stopped waiting before it was due (cancelled,
+        an episode's time limit, or its deadline came first).
+
+        `due` is when the turn was due (a value of the limiter's clock, as deadlines
+        are; the latest turn the caller was given, `hold`'s new place after a pause
+        included). With a request rate, the next turn taken gets that place in line
+        (a place the rate gave, so the sends stay within it); one due already (within
+        a few milliseconds), or not found within half a turn's spacing, is not given back. A provider's
+        request budget counted down by the turn is counted up again (unless a header
+        has set it since).
+        """
+        with self._lock:
+            now = self._clock()
+            if self._left is not None and self._left_taken > 0:
+                self._left += 1
+                self._left_taken -= 1
+            if self._requests is None or due <= now + _EARLY_WAKE:  # due already
+                return
+            self._forget_past(now)
+            at = bisect.bisect_left(self._out, due)
+            near = [i for i in (at - 1, at) if 0 <= i < len(self._out)]
+            if not near:
+                return
+            found = min(near, key=lambda i: abs(self._out[i] - due))
+            if abs(self._out[found] - due) <= 0.5 / self._requests.rate:
+                bisect.insort(self._free, self._out.pop(found))
+
+    def _forget_past(self, now: float) -> None:
+        """Under the lock: drop the turns due by `now` (sent, or their place gone unused)."""
+        for times in (self._out, self._free):
+            del times[: bisect.bisect_right(times, now)]
 
     def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
         """Learn from one reply: charge `tokens` in place of what its request held (the
@@ -399,6 +470,7 @@ class RateLimiter:
             if requests is not None:
                 left, reset = requests
                 self._left = left
+                self._left_taken = 0
                 self._left_until = now + min(reset if reset is not None else 1.0, self.max_pause)
             for remaining, reset in budgets:
                 if remaining == 0:

@@ -7,14 +7,18 @@ flight (measured here: about 1 ms per call with one call in flight, about
 7 ms per call with 32). Several small pools, each request sent to the least
 busy one, keep the cost near the single-call figure. The default async client
 of `HttpModelClient` uses this; a client you pass in is used as it is.
+
+`ShardedAsyncTransport.abandon` closes its sockets without an event loop, for
+a pool whose loop was closed with its connections still open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import ssl
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import Any, Final
 
 import httpx
 
@@ -97,3 +101,36 @@ class ShardedAsyncTransport(httpx.AsyncBaseTransport):
         """Close every pool."""
         for pool in self._pools:
             await pool.aclose()
+
+    def abandon(self) -> None:
+        """Close every pooled connection's socket at once, without awaiting anything: for
+        pools whose event loop was closed while they were open (nothing can run on it any
+        more, so `aclose` cannot). The transport is not used again."""
+        for pool in self._pools:
+            for connection in list(getattr(getattr(pool, "_pool", None), "connections", ())):
+                _close_on_closed_loop(connection)
+
+
+def _close_on_closed_loop(connection: Any) -> None:
+    """Close the socket of one of httpcore's async connections whose event loop is closed.
+
+    Through private attributes (httpcore's connection and stream, anyio's socket stream,
+    asyncio's transport), each looked up with a default: whatever is not found is left to
+    the garbage collector. asyncio's `transport.close()` would schedule the close on the
+    closed loop and fail; the transport's own end of a connection, run here at once,
+    closes the socket and lets go of the loop.
+    """
+    stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
+    inner = getattr(stream, "_stream", None)  # httpcore's AnyIOStream around anyio's stream
+    while (below := getattr(inner, "transport_stream", None)) is not None:  # TLS over it
+        inner = below
+    transport = getattr(inner, "_transport", None)
+    if transport is None:
+        return
+    lost = getattr(transport, "_call_connection_lost", None)
+    # Waking a waiter of the closed loop may raise: the socket is closed all the same.
+    with contextlib.suppress(Exception):
+        if not callable(lost):
+            transport.abort()
+        elif getattr(transport, "_sock", None) is not None:  # not ended already
+            lost(None)

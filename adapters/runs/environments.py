@@ -48,6 +48,7 @@ from adapters.runs.vm_http import (
     VmUnanswered,
     answer_seconds,
     byte_limit,
+    closed,
     copy_within,
     failure,
     outlasting_commands,
@@ -651,6 +652,7 @@ class OSWorldServerEnv:
         #: Why the last `reset` could not start the recording (the episode ran unrecorded).
         self.recording_problem: str | None = None
         self._own = http_client is None
+        self._closed = False  # by `close()`, with the HTTP client it closed
         self._http = http_client or httpx.Client(
             timeout=timeout, headers={"accept-encoding": ACCEPT_ENCODING}
         )
@@ -707,20 +709,33 @@ class OSWorldServerEnv:
                 raise _NotOk(f"{where}: HTTP {status}", status)
             return read(body)
 
+        def halted() -> EnvironmentFailure | None:
+            if self._is_closed():
+                return closed(where)
+            return stopped(where) if self._cutoff.is_cut else None
+
         with cut_by(self._cutoff):
-            if retry_if is None:
-                if self._cutoff.is_cut:
-                    raise stopped(where)
-                return once()
-            return tries(
-                once,
-                where=where,
-                attempts=self.retries,
-                wait=self.retry_wait,
-                retry_if=retry_if,
-                sleep=self._wait,
-                stopped=lambda: stopped(where) if self._cutoff.is_cut else None,
-            )
+            try:
+                if retry_if is None:
+                    if (halt := halted()) is not None:
+                        raise halt
+                    return once()
+                return tries(
+                    once,
+                    where=where,
+                    attempts=self.retries,
+                    wait=self.retry_wait,
+                    retry_if=retry_if,
+                    sleep=self._wait,
+                    stopped=halted,
+                )
+            except EnvironmentFailure:
+                if self._is_closed():  # cut off, or woken from its wait, by `close()`
+                    raise closed(where) from None
+                raise
+
+    def _is_closed(self) -> bool:
+        return self._closed or self._http.is_closed
 
     def observe(self) -> Observation:
         """The desktop now: screenshot and accessibility tree (each tried `retries` times)."""
@@ -801,6 +816,8 @@ class OSWorldServerEnv:
                 f"reset: task_config is {type(task_config).__name__}, not a task object"
             )
         task = task_config or {}
+        if self._is_closed():
+            raise closed("reset")
         try:
             if self.revert is not None:
                 plan_setup(task.get("config"))  # a task that cannot run is refused before it
@@ -868,6 +885,8 @@ class OSWorldServerEnv:
         status (OSWorld's server stops its recorder before answering), the video is not
         read; closing the answer drops it."""
         where = "POST /end_recording"
+        if self._is_closed():
+            raise closed(where)
         seconds = self._answer_seconds
         deadline = time.monotonic() + seconds
         try:
@@ -910,6 +929,8 @@ class OSWorldServerEnv:
         partial = target.with_name(target.name + ".part")
         deadline = time.monotonic() + TRANSFER_SECONDS
         where = "POST /end_recording"
+        if self._is_closed():
+            raise closed(where)
         answered = False
         try:
             with (
@@ -1006,7 +1027,13 @@ class OSWorldServerEnv:
 
     def close(self) -> None:
         """Save the recording (with `recording` set, once started), then close the HTTP client
-        this object built. An `abort` before it does not stop it (one during it does)."""
+        this object built. An `abort` before it does not stop it (one during it does).
+
+        Once its HTTP client is closed (this one's, or one given and closed by its owner),
+        every call fails at once, never tried again, with an `EnvironmentFailure` saying
+        the environment was closed; calls under way in other threads when `close()` closes
+        the client it built end so at once (one still connecting at its connect timeout).
+        """
         self._stopped.clear()
         self._cutoff.clear()
         try:
@@ -1015,6 +1042,9 @@ class OSWorldServerEnv:
         finally:
             self.setup.close()
             if self._own:
+                self._closed = True
+                self._stopped.set()  # waits between tries end
+                self._cutoff.cut()  # so do the exchanges under way
                 self._http.close()
 
 

@@ -195,6 +195,10 @@ class LimiterActor:
         """See `RateLimiter.hold`."""
         return self.limiter.hold()
 
+    def unreserve(self, seconds_left: float) -> None:
+        """See `RateLimiter.unreserve` (`due` as the seconds left until it)."""
+        self.limiter.unreserve(due=time.monotonic() + seconds_left)
+
     def observe(self, status: int, headers: dict[str, str], tokens: int | None) -> None:
         """See `RateLimiter.observe`."""
         self.limiter.observe(status, headers, tokens)
@@ -240,6 +244,11 @@ class RayLimiter:
         """See `RateLimiter.hold`."""
         with _reaching("rate limiter"):
             return float(_ray().get(self.actor.hold.remote()))
+
+    def unreserve(self, *, due: float) -> None:
+        """Give the turn back (without waiting for the actor to take note)."""
+        with _reaching("rate limiter"):
+            self.actor.unreserve.remote(due - time.monotonic())
 
     def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
         """Tell the limiter actor about a reply (without waiting for it to take note)."""

@@ -174,11 +174,20 @@ def vm_answer(
             return response.status_code, body
     except (httpx.HTTPError, httpx.InvalidURL, ModelCallError) as exc:
         raise failure(where, exc, deadline=deadline, seconds=seconds, answered=answered) from None
+    except RuntimeError:
+        if http.is_closed:  # httpx's "Cannot send a request, as the client has been closed."
+            raise closed(where) from None
+        raise
 
 
 def stopped(where: str) -> EnvironmentFailure:
     """The failure of a VM call its thread's `Cutoff` ended (an episode's limit, Ctrl-C)."""
     return EnvironmentFailure(f"{where}: stopped (its episode was stopped)")
+
+
+def closed(where: str) -> EnvironmentFailure:
+    """The failure of a VM call whose HTTP client is closed (its environment's `close()`)."""
+    return EnvironmentFailure(f"{where}: the environment was closed (its HTTP client is closed)")
 
 
 #: What httpcore says when the server closes the connection before a whole status line and
@@ -224,6 +233,7 @@ __all__ = [
     "VmUnanswered",
     "answer_seconds",
     "byte_limit",
+    "closed",
     "copy_within",
     "failure",
     "outlasting_commands",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import math
@@ -559,6 +560,164 @@ def test_turns_stay_in_order_and_sends_within_the_rate_whatever_pauses_come(
         for j in range(i, len(sent)):
             allowed = capacity + rate * (sent[j] - sent[i] + 0.005) + 1e-6
             assert j - i + 1 <= allowed, (sent, i, j)
+
+
+# --- turns given back (review: cancelled waiters kept their turns; the next call waited 18.6 s) ---
+
+
+def test_a_turn_given_back_goes_to_the_next_caller() -> None:
+    clock = Clock()
+    rl = limiter(clock, requests_per_minute=60)
+    assert [rl.reserve() for _ in range(4)] == [0.0, 1.0, 2.0, 3.0]
+    clock.t += 0.5
+    rl.unreserve(due=101.0)  # the second caller stopped waiting
+    rl.unreserve(due=103.0)  # and the last
+    rl.unreserve(due=clock.t)  # due already: nothing to give back
+    rl.unreserve(due=150.0)  # no turn is due then
+    assert rl.reserve() == 0.5  # the second's place
+    assert rl.reserve() == 2.5  # the last's
+    assert rl.reserve() == 3.5  # then at the rate, as before
+
+
+def test_a_turn_given_back_counts_the_providers_request_budget_up_again() -> None:
+    clock = Clock()
+    rl = limiter(clock, requests_per_minute=60)
+    rl.observe(200, {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "30s"})
+    assert [rl.reserve() for _ in range(3)] == [0.0, 1.0, 2.0]
+    clock.t += 0.5
+    rl.unreserve(due=101.0)
+    assert rl.reserve() == 0.5  # not held until the reset, 29.5 s away
+
+
+@given(
+    rpm=st.sampled_from([60.0, 120.0, 600.0]),
+    burst=st.sampled_from([None, 1.0, 3.0]),
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.0, 3.0),
+            st.sampled_from(["reserve", "reserve", "reserve", "cancel", "cancel", "429"]),
+            st.integers(0, 20),
+        ),
+        max_size=40,
+    ),
+)
+def test_sends_stay_within_the_rate_whatever_turns_are_given_back(
+    rpm: float, burst: float | None, steps: list[tuple[float, str, int]]
+) -> None:
+    """A simulation as above, where callers also stop waiting (`cancel`) before their turn is
+    due and give it back: the sends in any window of w seconds still never exceed the burst
+    plus w seconds' worth, and a turn given back is not lost: the caller after gets it."""
+    clock = Clock()
+    extra: dict[str, float] = {} if burst is None else {"burst": burst}
+    rl = limiter(clock, requests_per_minute=rpm, **extra)
+    capacity, rate = max(1.0, burst if burst is not None else rpm / 60), rpm / 60
+    sleeping: list[float] = []
+    sent: list[float] = []
+    paused_until = clock.t
+
+    def wake_until(limit: float) -> None:
+        while sleeping and min(sleeping) <= limit:
+            due = min(sleeping)
+            sleeping.remove(due)
+            clock.t = due
+            more = rl.hold()
+            if more == 0:
+                sent.append(due)
+            else:
+                sleeping.append(due + more)
+
+    for dt, action, amount in steps:
+        target = clock.t + dt
+        wake_until(target)
+        clock.t = target
+        if action == "reserve":
+            sleeping.append(clock.t + rl.reserve())
+        elif action == "cancel":
+            waiting = sorted(due for due in sleeping if due > clock.t + 0.01)  # (not due yet)
+            if waiting:
+                due = waiting[amount % len(waiting)]
+                sleeping.remove(due)
+                others = list(sleeping)
+                rl.unreserve(due=due)
+                taken = clock.t + rl.reserve()  # the next caller
+                if clock.t >= paused_until:  # (a place within a pause is gone with it)
+                    assert taken <= max([due, *others]) + 1e-9  # the place given back, or sooner
+                sleeping.append(taken)
+        else:
+            rl.observe(429, {"retry-after": str(amount)})
+            paused_until = max(paused_until, clock.t + (amount or 1.0))
+    wake_until(math.inf)
+    sent.sort()
+    for i in range(len(sent)):
+        for j in range(i, len(sent)):
+            allowed = capacity + rate * (sent[j] - sent[i] + 0.005) + 1e-6
+            assert j - i + 1 <= allowed, (sent, i, j)
+
+
+def test_callers_cancelled_while_waiting_give_their_turns_back(server: LoopbackServer) -> None:
+    """At 60 requests a minute, five of six callers cut off at 0.5 s while waiting for their
+    turns: a call a second later goes within a second, not after the five turns they held."""
+    shared = RateLimiter(requests_per_minute=60)
+    client = loopback_client("compat/m", server.base_url + "/v1", limiter=shared)
+
+    async def main() -> float:
+        async def one() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(client.acomplete(REQUEST), 0.5)
+
+        try:
+            await asyncio.gather(*(one() for _ in range(6)))
+            await asyncio.sleep(1.0)
+            started = time.monotonic()
+            await client.acomplete(REQUEST)
+            return time.monotonic() - started
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) < 1.0
+    assert len(server.requests) == 2
+
+
+class PausingLimiter:
+    """A `Limiter` whose first turn, or the pause after it, is `long` seconds away."""
+
+    def __init__(self, first: float, pause: float) -> None:
+        self.first, self.pause = first, pause
+        self.given_back: list[float] = []
+
+    def admit(self, *, deadline: float | None = None) -> float:
+        return 0.0
+
+    def release(self) -> None:
+        pass
+
+    def reserve(self, *, deadline: float | None = None, provider: str = "") -> float:
+        return self.first
+
+    def hold(self) -> float:
+        return self.pause
+
+    def unreserve(self, *, due: float) -> None:
+        self.given_back.append(due - time.monotonic())
+
+    def observe(self, status: int, headers: Any, tokens: int | None = None) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("first", "pause"), [(100.0, 0.0), (0.1, 100.0)])
+def test_a_turn_past_the_calls_deadline_is_given_back(
+    server: LoopbackServer, first: float, pause: float
+) -> None:
+    """A turn taken whose wait (or a pause after it) would pass the call's deadline ends in
+    `RateLimitWaitError`, and the turn is given back."""
+    shared = PausingLimiter(first, pause)
+    policy = RetryPolicy(attempts=1, timeout=5.0)
+    client = loopback_client("compat/m", server.base_url + "/v1", retry=policy, limiter=shared)
+    with client, pytest.raises(RateLimitWaitError):
+        client.complete(REQUEST)
+    assert len(shared.given_back) == 1
+    assert shared.given_back[0] == pytest.approx(99.9, abs=0.5)
+    assert server.requests == []
 
 
 # --- requests in flight count against the token budget (review: a burst, then every call failed) ---

@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from adapters import (
@@ -780,3 +783,59 @@ def test_a_command_that_overruns_gets_the_servers_answer_not_a_read_timeout(
             other.observe()
     finally:
         other.close()
+
+
+# --- closing ----------------------------------------------------------------------------------
+
+
+def test_close_ends_the_calls_under_way_and_later_ones_at_once_typed(
+    vm_server: LoopbackServer,  # noqa: F811
+) -> None:
+    """`close()` from another thread while `observe()` waits on a stalled screenshot: it ends
+    at once with an `EnvironmentFailure` saying the environment was closed, and so do
+    `observe()` and `step()` after it, none tried again (each leaked httpx's bare
+    RuntimeError from the closed client, after the retry waits)."""
+    notes = load("mousepad_notes")
+    vm_server.route(
+        "GET",
+        r"/screenshot",
+        lambda _: Reply(200, notes["screenshot"], {"content-type": "image/png"}, delay=5),
+    )
+    env = OSWorldServerEnv(vm_server.base_url, timeout=10.0, settle=0, retry_wait=5)
+    ended: list[BaseException] = []
+
+    def observe() -> None:
+        try:
+            env.observe()
+        except BaseException as exc:
+            ended.append(exc)
+
+    worker = threading.Thread(target=observe, daemon=True)
+    worker.start()
+    time.sleep(0.3)
+    env.close()
+    worker.join(3)
+    assert not worker.is_alive()
+    started = time.monotonic()
+    for after in (env.observe, lambda: env.step("pyautogui.click(1, 1)")):
+        with pytest.raises(EnvironmentFailure, match="the environment was closed") as caught:
+            after()
+        ended.append(caught.value)
+    assert time.monotonic() - started < 1
+    assert [type(e) for e in ended] == [EnvironmentFailure] * 3
+    assert "GET /screenshot: the environment was closed" in str(ended[0])
+    assert len([r for r in vm_server.requests if r.path == "/screenshot"]) == 1
+    assert not [r for r in vm_server.requests if r.path == "/execute"]
+
+
+def test_an_http_client_its_owner_closed_is_an_environment_failure_never_retried(
+    vm_server: LoopbackServer,  # noqa: F811
+) -> None:
+    given = httpx.Client()
+    given.close()
+    env = OSWorldServerEnv(vm_server.base_url, http_client=given, retry_wait=5)
+    started = time.monotonic()
+    with pytest.raises(EnvironmentFailure, match="closed"):
+        env.observe()
+    assert time.monotonic() - started < 1
+    env.close()

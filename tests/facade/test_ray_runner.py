@@ -808,6 +808,9 @@ class KillingLimiter:
     def hold(self) -> float:
         return float(self.limiter.hold())
 
+    def unreserve(self, *, due: float) -> None:
+        self.limiter.unreserve(due=due)
+
     def observe(self, status: int, headers: Any, tokens: int | None = None) -> None:
         self.limiter.observe(status, headers, tokens)
 
@@ -830,6 +833,25 @@ def test_the_clusters_limiter_holds_requests_in_flight_against_the_token_budget(
         assert shared.admit() == 0.0
         shared.observe(200, {}, 15)  # the bucket held 10: 5 in debt
         assert shared.admit() == pytest.approx(0.5, abs=0.05)
+    finally:
+        ray.kill(actor)
+
+
+def test_the_clusters_limiter_gives_a_turn_given_back_to_the_next_caller(
+    cluster: None,
+) -> None:
+    """A caller that stops waiting for its turn gives it back through the handle: the next
+    turn taken is due when that one was, not a turn later."""
+    from adapters.runs.ray_runner import LimiterActor, RayLimiter
+
+    actor = ray.remote(num_cpus=0)(LimiterActor).remote(60, None)  # a turn a second
+    shared = RayLimiter(actor, counts_tokens=False)
+    try:
+        assert shared.reserve() == 0.0
+        wait = shared.reserve()
+        assert wait == pytest.approx(1.0, abs=0.2)
+        shared.unreserve(due=time.monotonic() + wait)
+        assert shared.reserve() < 1.2  # its place; 2 s without it
     finally:
         ray.kill(actor)
 
