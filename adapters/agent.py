@@ -201,9 +201,11 @@ class PromptAgent:
         to its worker processes (spawn start method): without its step lock (a new one is made)
         and without an HTTP client it resolved from the model name itself (connections do not
         cross processes; resolved again on first use there). Any other client goes along, a
-        replay's with its place in the recording. An agent in the middle of a step raises
-        `AgentBusyError`; one holding a `Budget` does not pickle (a budget counts one process's
-        calls: give each process its own)."""
+        replay's with its place in the recording and an `HttpModelClient` as its configuration
+        (key included; it opens its own connections). An agent in the middle of a step raises
+        `AgentBusyError`; one holding a `Budget`, or a client sharing a `RateLimiter` or given
+        its own httpx client, raises `ConfigurationError` (each counts or holds one process's
+        calls: build them in each worker)."""
         if self._stepping.locked():
             raise AgentBusyError("cannot copy or pickle the agent while a step is under way")
         state = self.__dict__.copy()

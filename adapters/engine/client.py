@@ -89,7 +89,7 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
 #: Enough pooled connections for many agents sharing one client.
 DEFAULT_LIMITS: Final = httpx.Limits(max_connections=128, max_keepalive_connections=64)
 #: The methods `HttpModelClient` calls on a limiter (see `adapters.engine.limits.Limiter`).
-_LIMITER_METHODS: Final = ("admit", "release", "reserve", "hold", "observe")
+_LIMITER_METHODS: Final = ("admit", "release", "reserve", "hold", "unreserve", "observe")
 
 
 def client_timeout(timeout: object) -> httpx.Timeout | None:
