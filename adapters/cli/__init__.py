@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
 import functools
 import hashlib
 import io
@@ -24,13 +23,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO
 
 import attrs
 from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
+from adapters._process import ProcessWide
 from adapters._wire import json_for_terminal, printable
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
@@ -929,39 +929,22 @@ def _log_handler(err: TextIO) -> logging.Handler:
     return handler
 
 
-class _ProcessHooks:
-    """stamina's retry hooks and logging's last-resort handler, set while any `main` runs.
+def _cli_hooks(err: TextIO) -> Callable[[], None]:
+    """stamina's retry hooks and logging's last-resort handler writing to `err` (both are
+    process-wide); returns how to put back what was there."""
+    hooks, last_resort = get_on_retry_hooks(), logging.lastResort
+    set_on_retry_hooks([functools.partial(_say_retry, err)])
+    logging.lastResort = _log_handler(err)
 
-    Both are process-wide, and calls of `main` may overlap (in threads): the first call in
-    saves what was there and sets them, the last one out puts it back.
-    """
+    def undo() -> None:
+        set_on_retry_hooks(hooks)
+        logging.lastResort = last_resort
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._saved: tuple[Any, logging.Handler | None] | None = None
-
-    @contextlib.contextmanager
-    def installed(self, err: TextIO) -> Iterator[None]:
-        with self._lock:
-            if self._running == 0:
-                self._saved = (get_on_retry_hooks(), logging.lastResort)
-                set_on_retry_hooks([functools.partial(_say_retry, err)])
-                logging.lastResort = _log_handler(err)
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running -= 1
-                if self._running == 0 and self._saved is not None:
-                    hooks, last_resort = self._saved
-                    set_on_retry_hooks(hooks)
-                    logging.lastResort = last_resort
-                    self._saved = None
+    return undo
 
 
-_PROCESS_HOOKS: Final = _ProcessHooks()
+#: The CLI's hooks, set while any `main` runs (calls of `main` may overlap, in threads).
+_PROCESS_HOOKS: Final = ProcessWide()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -970,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent_log, reported = logging.getLogger(DEFAULT_LOGGER), _ReportedHere()
     agent_log.addFilter(reported)
     try:
-        with _PROCESS_HOOKS.installed(err):
+        with _PROCESS_HOOKS.held(functools.partial(_cli_hooks, err)):
             return _main(argv, out, err)
     finally:
         agent_log.removeFilter(reported)

@@ -22,14 +22,14 @@ import contextlib
 import contextvars
 import importlib
 import logging
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import attrs
 from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
+from adapters._process import ProcessWide
 from adapters.agent import DEFAULT_LOGGER
 from adapters.errors import _type_name, error_text
 
@@ -167,35 +167,26 @@ def _pickler() -> Any:
     return importlib.import_module("ray.cloudpickle")
 
 
-class _Hooks:
-    """The stamina hook and the handler, in place while any episode of this process tells
-    a channel (stamina's hooks and loggers are process-wide; episodes may overlap)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._handler = _Capture()
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        with self._lock:
-            if self._running == 0:
-                set_on_retry_hooks([*get_on_retry_hooks(), _on_retry])
-                for name in LOGGERS:
-                    logging.getLogger(name).addHandler(self._handler)
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running -= 1
-                if self._running == 0:
-                    set_on_retry_hooks([h for h in get_on_retry_hooks() if h is not _on_retry])
-                    for name in LOGGERS:
-                        logging.getLogger(name).removeHandler(self._handler)
+_CAPTURE: Final = _Capture()
 
 
-_HOOKS: Final = _Hooks()
+def _relay_hooks() -> Callable[[], None]:
+    """The stamina hook and the handler on the library's loggers; returns how to remove them."""
+    set_on_retry_hooks([*get_on_retry_hooks(), _on_retry])
+    for name in LOGGERS:
+        logging.getLogger(name).addHandler(_CAPTURE)
+
+    def undo() -> None:
+        set_on_retry_hooks([h for h in get_on_retry_hooks() if h is not _on_retry])
+        for name in LOGGERS:
+            logging.getLogger(name).removeHandler(_CAPTURE)
+
+    return undo
+
+
+#: The hook and the handler, in place while any episode of this process tells a channel
+#: (stamina's hooks and loggers are process-wide; episodes may overlap).
+_HOOKS: Final = ProcessWide()
 
 
 class Channel:
@@ -220,7 +211,7 @@ class Channel:
 async def telling(channel: Channel, episode: Any) -> Any:
     """Await `episode` (a coroutine) with what it says going to `channel`."""
     _CHANNEL.set(channel)  # this task's own context, and the tasks and threads it starts
-    with _HOOKS.installed():
+    with _HOOKS.held(_relay_hooks):
         return await episode
 
 
