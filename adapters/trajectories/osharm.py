@@ -115,6 +115,11 @@ _NAME_MAX: Final = 255
 
 def _segment(text: str) -> str:
     """One path segment: a model name such as `compat/llama3` must not open sub-folders."""
+    if len(text.strip()) > _NAME_MAX:  # more bytes than a name holds, however it is cleaned
+        raise TrajectoryError(
+            f"{text[:40]!r}... cannot name a result folder: {len(text.strip()):,} characters, "
+            f"over {_NAME_MAX} bytes"
+        )
     cleaned = text.translate(_UNSAFE).strip()
     if cleaned in ("", ".", "..") or "\0" in cleaned:
         raise TrajectoryError(f"{excerpt(text)} cannot name a result folder")
