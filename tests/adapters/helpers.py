@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 from typing import Any, Final
 
@@ -51,6 +52,7 @@ def loopback_client(model: str, base_url: str, **options: Any) -> HttpModelClien
     return client
 
 
+@functools.cache  # an ImagePart is immutable; encoding a screen-sized PNG takes ~30 ms
 def png_part(width: int, height: int, colour: str = "white") -> ImagePart:
     """A one-colour PNG of the given size, base64 as the core hands images over."""
     buffer = io.BytesIO()
