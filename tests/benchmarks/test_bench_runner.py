@@ -8,13 +8,13 @@ that cost nothing would take 21 s = 1.12x, and 1.15x leaves
 200 ms: building the prompt, both ends of the HTTP call, parsing the reply,
 the replayed desktop and the result folder. Printed: the wall time and its
 ratio to the ideal; the library's own CPU time per step (this process's CPU
-time over the run; the model server runs in a process of its own); and, in
-the same run, httpx alone sending the library's own request bodies (captured
-from one episode) 200 x 15 times on 32 tasks with nothing else in the process:
-what the HTTP round trips leave for the library.
+time over the run; the model server runs in a process of its own); and, with
+`BENCH_FLOOR=1`, in the same run, httpx alone sending the library's own request
+bodies (captured from one episode) 200 x 15 times on 32 tasks with nothing else
+in the process: what the HTTP round trips leave for the library.
 
 The 1.15x target is NOT met on the 2-core machine, and it cannot be: httpx
-alone takes 1.14-1.15x here, leaving at most ~0.5-1.7 ms per step for building
+alone takes 1.14-1.15x here, leaving at most ~0-1.7 ms per step for building
 a prompt (~1.5 ms by itself), reading the reply, the desktop and the result
 folder. Measured outside this file: one worker alone spends 10-18 ms per step
 beyond the model (prompt ~1.5 ms in a thread, the HTTP call ~5 ms over the
@@ -57,6 +57,8 @@ from tests.conftest import OBSERVATIONS
 from tests.facade.helpers import SMALL
 
 EPISODES = int(os.environ.get("BENCH_EPISODES", "200"))
+#: Whether to time httpx alone too (BENCH_FLOOR=1; 22 s more, kept out of the suite's run).
+FLOOR = os.environ.get("BENCH_FLOOR") == "1"
 STEPS = 15
 DELAY = 0.2
 WORKERS = 32
@@ -173,11 +175,10 @@ def test_two_hundred_episodes_on_32_workers_take_close_to_the_ideal(
 ) -> None:
     desktop = _desktop(tmp_path / "desktop")
     # One episode against a server in this process keeps its request bodies (and warms the
-    # process up: the tokenizer is built on first use, ~0.3 s); the same requests are then
-    # sent by httpx alone: what the HTTP round trips leave for the library.
+    # process up: the tokenizer is built on first use, ~0.3 s). With BENCH_FLOOR=1 the same
+    # requests are then sent by httpx alone: what the HTTP round trips leave for the library.
     bodies = _bodies(desktop, tmp_path / "bodies")
-    bare = _httpx_alone(slow_model, bodies, EPISODES, WORKERS)
-    rounds = -(-EPISODES // WORKERS)
+    bare = _httpx_alone(slow_model, bodies, EPISODES, WORKERS) if FLOOR else None
 
     result, wall, cpu = _run(slow_model, desktop, tmp_path / "results", EPISODES, WORKERS)
     summary = result.summary
@@ -187,20 +188,25 @@ def test_two_hundred_episodes_on_32_workers_take_close_to_the_ideal(
     assert len(traj) == STEPS
     assert json.loads(traj[-1])["step_num"] == STEPS
     ratio = wall / IDEAL
-    margin = (TARGET * IDEAL - bare) / (rounds * STEPS)
-    left = (
-        f"within the target that leaves {margin * 1e3:.1f} ms per step for building prompts, "
-        "reading replies, the desktop and the result folder"
-        if margin > 0
-        else "past the target before the library does anything"
-    )
     per_step = cpu / (EPISODES * STEPS)
     print(
         f"\nrunner: {EPISODES} episodes x {STEPS} steps, {WORKERS} workers, {DELAY * 1e3:.0f} ms "
         f"model: {wall:.2f} s vs ideal {IDEAL:.2f} s = {ratio:.3f}x (target <= {TARGET}x, "
         f"{'met' if ratio <= TARGET else 'NOT met'}; asserted <= {GUARD}x); "
-        f"library CPU {per_step * 1e3:.2f} ms per step ({cpu:.1f} s in all)\n"
-        f"runner: httpx alone, sending the same {EPISODES} x {STEPS} request bodies on {WORKERS} "
-        f"tasks with no library work, takes {bare:.2f} s = {bare / IDEAL:.3f}x: {left}"
+        f"library CPU {per_step * 1e3:.2f} ms per step ({cpu:.1f} s in all)"
     )
+    if bare is not None:
+        rounds = -(-EPISODES // WORKERS)
+        margin = (TARGET * IDEAL - bare) / (rounds * STEPS)
+        left = (
+            f"within the target that leaves {margin * 1e3:.1f} ms per step for building "
+            "prompts, reading replies, the desktop and the result folder"
+            if margin > 0
+            else "past the target before the library does anything"
+        )
+        print(
+            f"runner: httpx alone, sending the same {EPISODES} x {STEPS} request bodies on "
+            f"{WORKERS} tasks with no library work, takes {bare:.2f} s = {bare / IDEAL:.3f}x: "
+            f"{left}"
+        )
     assert ratio <= GUARD
