@@ -105,7 +105,7 @@ def _describe_images(images: tuple[ImagePart, ...]) -> str:
 
 
 #: What the agent calls on its logger.
-_LOGGER_METHODS: Final = ("isEnabledFor", "debug", "info", "warning")
+_LOGGER_METHODS: Final = ("isEnabledFor", "debug", "info", "warning", "error")
 
 
 class PromptAgent:
@@ -194,6 +194,7 @@ class PromptAgent:
         self._last_prepaid = False
         self._stepping = threading.Lock()  # held from a step's start to its end
         self._chains = 0  # how many times a new provider conversation was begun
+        self._chain_lock = threading.Lock()  # the state and the chain count change together
         self.logger = logging.getLogger(DEFAULT_LOGGER)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -209,7 +210,7 @@ class PromptAgent:
         if self._stepping.locked():
             raise AgentBusyError("cannot copy or pickle the agent while a step is under way")
         state = self.__dict__.copy()
-        del state["_stepping"]
+        del state["_stepping"], state["_chain_lock"]
         if not self._client_given and isinstance(self._client, HttpModelClient):
             state["_client"] = None
         return state
@@ -217,6 +218,7 @@ class PromptAgent:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._stepping = threading.Lock()
+        self._chain_lock = threading.Lock()
 
     @classmethod
     def from_config(
@@ -365,8 +367,14 @@ class PromptAgent:
         Called while a step is in flight, it holds for that step's end too: the step's turn
         is kept, the conversation it would continue is not.
         """
-        self._chains += 1
-        self._state = attrs.evolve(self._state, continuation=None)
+        while True:  # the new state is built outside the lock: a long one takes a while
+            state = self._state
+            fresh = attrs.evolve(state, continuation=None)
+            with self._chain_lock:
+                if self._state is state:
+                    self._chains += 1
+                    self._state = fresh
+                    return
 
     def reset(self, _logger: logging.Logger | None = None, **_: object) -> None:
         """Start a new episode: clear the trajectory and set the logger (the default one when None).
@@ -385,7 +393,8 @@ class PromptAgent:
             )
         self._claim("reset()")
         try:
-            self._state = AgentState()
+            with self._chain_lock:
+                self._state = AgentState()
             self._usage = UsageTotals()
             self._linearized = None
             self._last_request = None
@@ -478,7 +487,8 @@ class PromptAgent:
             self._stepping.release()
 
     def _begin(self, instruction: str, obs: Mapping[str, Any] | Observation) -> _Pending:
-        config, state = self.config, self._state
+        with self._chain_lock:
+            config, state, chain = self.config, self._state, self._chains
         step = prepare_step(config, state, instruction, obs)
         if config.server_profile is not None:
             step = fit_request(config, state, step, body_size_of(self.client, config, state))
@@ -492,9 +502,7 @@ class PromptAgent:
         request = ModelRequest.from_config(config, step.messages, state.continuation)
         if self.logger.isEnabledFor(logging.DEBUG):
             self._log_request(len(state) + 1, step)
-        return _Pending(
-            config, state, instruction, step, request, _raw_observation(obs), self._chains
-        )
+        return _Pending(config, state, instruction, step, request, _raw_observation(obs), chain)
 
     def _log_request(self, number: int, step: StepRequest) -> None:
         images = tuple(i for m in step.messages for i in m.images)
@@ -526,9 +534,10 @@ class PromptAgent:
         # Accounted before the state moves on: if pricing fails, the turn is neither taken nor
         # recorded, and the error leaves the agent as it was.
         cost, budget_note = self._account(pending, response, held, len(new_state))
-        if pending.chain != self._chains:  # a new chain began while the model answered
-            new_state = attrs.evolve(new_state, continuation=None)
-        self._state = new_state
+        with self._chain_lock:
+            if pending.chain != self._chains:  # a new chain began while the model answered
+                new_state = attrs.evolve(new_state, continuation=None)
+            self._state = new_state
         self._linearized = pending.step.linearized
         self._last_request = pending.step
         self._last_reply_frame = reply_frame

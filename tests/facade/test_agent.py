@@ -228,6 +228,15 @@ def test_reset_with_a_logger_name_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"reset\(\) takes a logging.Logger"):
         agent.reset("my-logger")  # type: ignore[arg-type]
     agent.reset(logging.LoggerAdapter(logging.getLogger("x"), {}))  # type: ignore[arg-type]
+
+    class Quiet:  # no error(), which a failed model call logs through
+        def isEnabledFor(self, level: int) -> bool:
+            return False
+
+        debug = info = warning = print
+
+    with pytest.raises(ConfigError, match=r"reset\(\) takes a logging.Logger"):
+        agent.reset(Quiet())  # type: ignore[arg-type]
     agent.predict("t", NOTES)
 
 

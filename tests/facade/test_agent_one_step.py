@@ -4,6 +4,8 @@ before any model call, and a step that ends in any way frees the agent."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 import threading
 from typing import Any
 
@@ -168,3 +170,61 @@ async def test_a_failed_or_cancelled_step_frees_the_agent() -> None:
     stuck.go.set()
     assert await agent.apredict("i", OBS) == ("```\nstep1()\n```", ["step1()"])
     agent.reset()
+
+
+def test_a_new_chain_from_another_thread_never_loses_a_turn() -> None:
+    """start_new_chain() wrote back the state it read: a step's end stored in between was
+    lost (3,000 steps recorded, 157 turns left in the state)."""
+
+    class Chained:
+        calls = 0
+
+        def complete(self, request: ModelRequest) -> ModelResponse:
+            self.calls += 1
+            return ModelResponse(
+                text="```\nx()\n```", model="gpt-4o", continuation=Continuation(f"r{self.calls}")
+            )
+
+    agent = _agent(Chained())
+    stop = threading.Event()
+
+    def chains() -> None:
+        while not stop.is_set():
+            agent.start_new_chain()
+
+    worker = threading.Thread(target=chains)
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often, so the two writes meet
+    worker.start()
+    try:
+        for _ in range(300):
+            agent.predict("i", OBS)
+    finally:
+        stop.set()
+        worker.join()
+        sys.setswitchinterval(switching)
+    assert len(agent.state) == 300
+
+
+def test_a_new_chain_while_the_prompt_is_built_drops_the_conversation() -> None:
+    """The chain count was read after the prompt was built (off the loop for a large one): a
+    change in that window kept the reply's conversation, and the next request sent the old
+    chain's id (to the new model, after a model change)."""
+
+    class Chained(_Gated):
+        def _reply(self) -> ModelResponse:
+            reply = super()._reply()
+            return attrs.evolve(reply, continuation=Continuation(f"resp_{self.calls}"))
+
+    class Meddling(logging.Logger):
+        def isEnabledFor(self, level: int) -> bool:  # asked while the prompt is built
+            agent.start_new_chain()
+            return False
+
+    client = Chained()
+    client.go.set()
+    agent = _agent(client)
+    agent.predict("i", OBS)
+    agent.reset(Meddling("meddling"))
+    agent.predict("i", OBS)
+    assert agent.state.continuation is None
