@@ -21,9 +21,10 @@ reference raised one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 def excerpt(value: object, limit: int = 80) -> str:
@@ -109,17 +110,21 @@ def _count(value: object) -> bool:
 
 
 def check_size(name: str, value: object) -> tuple[int, int]:
-    """`value` as a `(width, height)` pair (a tuple or list) of integers >= 1 (numpy's too,
-    given back as ints), else a `ConfigError` naming `name` and quoting the value.
+    """`value` as a `(width, height)` pair (a tuple, a list, an array) of integers >= 1
+    (numpy's too, given back as ints), else a `ConfigError` naming `name` and quoting it.
 
     >>> check_size("screen_size", [1920, 1080])
     (1920, 1080)
     """
-    if not isinstance(value, tuple | list) or len(value) != 2 or not all(_count(v) for v in value):
+    pair: tuple[object, ...] = ()
+    if not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable):
+        with contextlib.suppress(TypeError):  # iterable by type, not by value (a 0-d array)
+            pair = tuple(value)
+    if len(pair) != 2 or not all(_count(v) for v in pair):
         raise ConfigError(
             f"{name} must be a (width, height) pair of ints >= 1; got {excerpt(value)}"
         )
-    return int(value[0]), int(value[1])
+    return int(pair[0]), int(pair[1])  # type: ignore[call-overload]
 
 
 def _repr(value: object) -> str:

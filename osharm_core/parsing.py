@@ -306,7 +306,10 @@ def _items(value: object) -> tuple[object, ...] | None:
     """`value`'s items when it is a sequence (a list, a tuple, a numpy array), else `None`."""
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         return None
-    return tuple(value)
+    try:
+        return tuple(value)
+    except TypeError:  # iterable by type, not by value (a 0-d array)
+        return None
 
 
 def _finite_real(value: object) -> bool:
@@ -325,8 +328,9 @@ def _tag_line(n: int, mask: object) -> str:
         raise ConfigError(
             f"masks[{n - 1}] must be an (x, y, w, h) box of finite numbers; got {excerpt(mask)}"
         )
-    x, y, w, h = box
-    return f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"  # type: ignore[operator]
+    # As Python numbers: numpy's small integers would wrap around (uint8 250 + 10 is 4).
+    x, y, w, h = (int(v) if isinstance(v, numbers.Integral) else float(v) for v in box)  # type: ignore[arg-type]
+    return f"tag_{n}=({int(x + w // 2)}, {int(y + h // 2)})\n"
 
 
 def parse_code_from_som_string(text: str, masks: Sequence[Mask]) -> list[str]:

@@ -802,6 +802,18 @@ def test_boxes_and_sizes_of_numpy_style_numbers_are_taken() -> None:
     boxes = _Rows(_Rows(*map(_Int64, (10, 20, 5, 7))), (0.0, 0.0, 4.5, 4.5))
     assert som_prefix(boxes) == "tag_1=(12, 23)\ntag_2=(2, 2)\n"  # type: ignore[arg-type]
     assert check_size("screen_size", (_Int64(1920), _Int64(1080))) == (1920, 1080)
+    assert check_size("screen_size", _Rows(1920, 1080)) == (1920, 1080)  # an array of a size
+
+    class Scalar:  # an array of no dimension: iterable by type, not by value
+        def __iter__(self) -> Any:
+            raise TypeError("iteration over a 0-d array")
+
+    with pytest.raises(ConfigError, match="masks must be a sequence"):
+        som_prefix(Scalar())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"masks\[0\] must be"):
+        som_prefix([Scalar()])
+    with pytest.raises(ConfigError, match="screen_size must be"):
+        check_size("screen_size", Scalar())
     with pytest.raises(ConfigError, match=r"masks\[0\] must be"):
         som_prefix([(True, 0, 1, 1)])
     with pytest.raises(ConfigError, match="masks must be a sequence"):
