@@ -40,6 +40,7 @@ import attrs
 import httpx
 import stamina
 
+from adapters._checks import positive_int
 from adapters._wire import log_quote, redact, request_id_from, secret_values
 from adapters.contract import (
     HttpCall,
@@ -80,7 +81,7 @@ from adapters.errors import (
     ResponseDecodeError,
     RetryableError,
 )
-from osharm_core.errors import ConfigError, excerpt, is_finite_number, number_excerpt
+from osharm_core.errors import excerpt, is_finite_number, number_excerpt
 
 logger = logging.getLogger(__name__)
 
@@ -640,9 +641,7 @@ class HttpModelClient:
         self.timeout = given if given is not None else DEFAULT_TIMEOUT
         self.model = model
         limit = DEFAULT_MAX_RESPONSE_BYTES if max_response_bytes is None else max_response_bytes
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"max_response_bytes must be an integer >= 1; got {limit!r}")
-        self.max_response_bytes = limit
+        self.max_response_bytes = positive_int("max_response_bytes", limit)
         self._given_client = http_client
         self._given_async_client = async_http_client
         self._own_client: httpx.Client | None = None

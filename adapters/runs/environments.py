@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import httpx
 
-from adapters._checks import path_argument
+from adapters._checks import path_argument, positive_int
 from adapters._files import new_file
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.engine.body import ACCEPT_ENCODING
@@ -47,7 +47,6 @@ from adapters.runs.vm_http import (
     TRANSFER_SECONDS,
     VmUnanswered,
     answer_seconds,
-    byte_limit,
     closed,
     copy_within,
     failure,
@@ -639,15 +638,13 @@ class OSWorldServerEnv:
             "ready_timeout", ready_timeout, high=MAX_TIMEOUT, above_zero=True
         )
         self.settle = _settle(settle)
-        self.max_answer_bytes = byte_limit("max_answer_bytes", max_answer_bytes)
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
-            raise ConfigError(f"retries must be an integer >= 1; got {retries!r}")
-        self.retries = retries
+        self.max_answer_bytes = positive_int("max_answer_bytes", max_answer_bytes)
+        self.retries = positive_int("retries", retries)
         self.retry_wait = seconds_limit("retry_wait", retry_wait, high=600)
-        byte_limit("max_download_bytes", max_download_bytes)
+        positive_int("max_download_bytes", max_download_bytes)
         self._screen_size = None if screen_size is None else _screen(screen_size, "screen_size")
         self.recording = None if recording is None else path_argument("recording", recording)
-        self.max_recording_bytes = byte_limit("max_recording_bytes", max_recording_bytes)
+        self.max_recording_bytes = positive_int("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
         #: Why the last `reset` could not start the recording (the episode ran unrecorded).
         self.recording_problem: str | None = None

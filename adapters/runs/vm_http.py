@@ -43,13 +43,6 @@ ANSWER_SECONDS: Final = 180.0
 TRANSFER_SECONDS: Final = 600.0
 
 
-def byte_limit(name: str, value: object) -> int:
-    """`value` when it is a whole number of bytes >= 1, else a `ConfigError` naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
-    return value
-
-
 def answer_seconds(timeout: float) -> float:
     """How long an answer may take in all when its first byte may take `timeout` seconds:
     `ANSWER_SECONDS`, or `timeout` and a minute to arrive when that is longer."""
@@ -232,7 +225,6 @@ __all__ = [
     "TRANSFER_SECONDS",
     "VmUnanswered",
     "answer_seconds",
-    "byte_limit",
     "closed",
     "copy_within",
     "failure",
