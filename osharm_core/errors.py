@@ -21,7 +21,6 @@ reference raised one.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 from collections.abc import Iterable, Mapping
@@ -109,6 +108,21 @@ def _count(value: object) -> bool:
     return int(value) >= 1
 
 
+def items_of(value: object) -> tuple[object, ...] | None:
+    """`value`'s items when it is a sequence (a list, a tuple, a numpy array), else `None`
+    (a string, bytes, a mapping, a scalar).
+
+    >>> items_of([1, 2]), items_of("12"), items_of({"a": 1})
+    ((1, 2), None, None)
+    """
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return None
+    try:
+        return tuple(value)
+    except TypeError:  # iterable by type, not by value (a 0-d array)
+        return None
+
+
 def check_size(name: str, value: object) -> tuple[int, int]:
     """`value` as a `(width, height)` pair (a tuple, a list, an array) of integers >= 1
     (numpy's too, given back as ints), else a `ConfigError` naming `name` and quoting it.
@@ -116,10 +130,7 @@ def check_size(name: str, value: object) -> tuple[int, int]:
     >>> check_size("screen_size", [1920, 1080])
     (1920, 1080)
     """
-    pair: tuple[object, ...] = ()
-    if not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable):
-        with contextlib.suppress(TypeError):  # iterable by type, not by value (a 0-d array)
-            pair = tuple(value)
+    pair = items_of(value) or ()
     if len(pair) != 2 or not all(_count(v) for v in pair):
         raise ConfigError(
             f"{name} must be a (width, height) pair of ints >= 1; got {excerpt(value)}"

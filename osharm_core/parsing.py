@@ -13,13 +13,13 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import attrs
 from returns.result import Failure, Result, Success
 
-from osharm_core.errors import ActionParseError, ConfigError, excerpt
+from osharm_core.errors import ActionParseError, ConfigError, excerpt, items_of
 from osharm_core.state import MAX_INT_BITS, Action, Mask
 from osharm_core.vocabulary import SPECIAL_WORDS
 
@@ -296,20 +296,10 @@ def som_prefix(masks: Sequence[Mask]) -> str:
     A `masks` that is not a sequence of `(x, y, w, h)` boxes of finite numbers is a
     `ConfigError` naming the box.
     """
-    boxes = _items(masks)
+    boxes = items_of(masks)
     if boxes is None:
         raise ConfigError(f"masks must be a sequence of (x, y, w, h) boxes; got {excerpt(masks)}")
     return "".join(_tag_line(n, mask) for n, mask in enumerate(boxes, start=1))
-
-
-def _items(value: object) -> tuple[object, ...] | None:
-    """`value`'s items when it is a sequence (a list, a tuple, a numpy array), else `None`."""
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        return None
-    try:
-        return tuple(value)
-    except TypeError:  # iterable by type, not by value (a 0-d array)
-        return None
 
 
 def _finite_real(value: object) -> bool:
@@ -323,7 +313,7 @@ def _finite_real(value: object) -> bool:
 
 
 def _tag_line(n: int, mask: object) -> str:
-    box = _items(mask)
+    box = items_of(mask)
     if box is None or len(box) != 4 or not all(_finite_real(v) for v in box):
         raise ConfigError(
             f"masks[{n - 1}] must be an (x, y, w, h) box of finite numbers; got {excerpt(mask)}"
