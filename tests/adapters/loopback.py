@@ -143,6 +143,16 @@ class LoopbackServer:
         with self._lock:
             return list(self._requests)
 
+    def wait_for_requests(self, count: int, timeout: float = 30.0) -> list[Received]:
+        """The requests received, once there are at least `count` (a test's clients run
+        in threads of their own; a fixed sleep races them on a loaded machine)."""
+        deadline = time.monotonic() + timeout
+        while len(received := self.requests) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(received)} of {count} requests in {timeout} s")
+            time.sleep(0.01)
+        return received
+
     def route(self, method: str, pattern: str, handler: Handler) -> None:
         """Answer `method` requests whose path (no query) fully matches `pattern` with `handler`."""
         with self._lock:

@@ -129,7 +129,7 @@ def test_close_ends_a_sync_call_under_way_at_once_and_typed() -> None:
 
         worker = threading.Thread(target=run, daemon=True)
         worker.start()
-        time.sleep(0.3)
+        server.wait_for_requests(1)
         client.close()
         worker.join(3)
         assert not worker.is_alive()
@@ -146,7 +146,7 @@ def test_close_ends_sync_calls_waiting_to_retry_without_another_try() -> None:
     with LoopbackServer() as server:
         server.route("POST", r".*/chat/completions", lambda _: openai_error(500, "boom"))
         client = loopback_client(
-            "compat/m", f"{server.base_url}/v1", retry=RetryPolicy(wait=0.5, attempts=3)
+            "compat/m", f"{server.base_url}/v1", retry=RetryPolicy(wait=2.0, attempts=3)
         )
         ended: list[BaseException] = []
 
@@ -159,11 +159,11 @@ def test_close_ends_sync_calls_waiting_to_retry_without_another_try() -> None:
         workers = [threading.Thread(target=run, daemon=True) for _ in range(4)]
         for worker in workers:
             worker.start()
-        time.sleep(0.3)
+        sent = len(server.wait_for_requests(4))  # (4, unless the machine stalled 2 s)
         client.close()
         for worker in workers:
-            worker.join(3)
-        assert len(server.requests) == 4
+            worker.join(6)
+        assert len(server.requests) == sent
     assert [type(error) for error in ended] == [ClientClosedError] * 4
 
 
@@ -172,7 +172,7 @@ async def test_aclose_ends_an_async_call_under_way_at_once_and_typed() -> None:
     with LoopbackServer() as server:
         client = _stalled(server)
         call = asyncio.ensure_future(client.acomplete(REQUEST))
-        await asyncio.sleep(0.3)
+        await asyncio.to_thread(server.wait_for_requests, 1)
         await client.aclose()
         with pytest.raises(ClientClosedError, match="under way"):
             await asyncio.wait_for(call, 3)
