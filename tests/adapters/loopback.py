@@ -143,11 +143,14 @@ class LoopbackServer:
         with self._lock:
             return list(self._requests)
 
-    def wait_for_requests(self, count: int, timeout: float = 30.0) -> list[Received]:
-        """The requests received, once there are at least `count` (a test's clients run
-        in threads of their own; a fixed sleep races them on a loaded machine)."""
+    def wait_for_requests(
+        self, count: int, *, path: str | None = None, timeout: float = 30.0
+    ) -> list[Received]:
+        """The requests received (to `path`, if given), once there are at least `count` (a
+        test's clients run in threads of their own; a fixed sleep races them on a loaded
+        machine)."""
         deadline = time.monotonic() + timeout
-        while len(received := self.requests) < count:
+        while len(received := [r for r in self.requests if path in (None, r.path)]) < count:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{len(received)} of {count} requests in {timeout} s")
             time.sleep(0.01)

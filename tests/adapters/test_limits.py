@@ -977,7 +977,7 @@ def test_a_retry_waits_for_room_within_the_calls_deadline() -> None:
         began = time.monotonic()
         with pytest.raises(RateLimitWaitError, match="no room for the retry"):
             call(client, REQUEST, "sync")
-        assert 1.0 <= time.monotonic() - began <= 2.5  # waited in slices until the deadline
+        assert 1.0 <= time.monotonic() - began <= 4.0  # waited in slices until the deadline (2 s)
         assert len(server.requests) == 1
 
 

@@ -849,7 +849,7 @@ def test_the_clusters_limiter_gives_a_turn_given_back_to_the_next_caller(
     try:
         assert shared.reserve() == 0.0
         wait = shared.reserve()
-        assert wait == pytest.approx(1.0, abs=0.2)
+        assert 0.0 < wait <= 1.05  # the next second, less the time the call took
         shared.unreserve(due=time.monotonic() + wait)
         assert shared.reserve() < 1.2  # its place; 2 s without it
     finally:

@@ -76,7 +76,7 @@ def test_an_answer_that_drips_stops_at_its_deadline(vm_server: LoopbackServer) -
             limit=1000,
             seconds=0.5,
         )
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 3.5  # (the whole drip takes 4 s)
 
 
 def test_a_recording_compressed_twice_is_refused_before_it_inflates(

@@ -254,7 +254,7 @@ def test_a_trickling_body_is_cut_off_at_the_calls_deadline(
     started = time.monotonic()
     with pytest.raises(DeadlineExceededError) as caught:
         _ask(client, mode)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0  # (the whole trickle takes 12 s)
     assert caught.value.status == 200
     assert caught.value.retryable is False
 
@@ -268,7 +268,7 @@ def test_a_long_retry_after_is_not_waited_for_past_the_deadline(
     started = time.monotonic()
     with pytest.raises(RetryableError) as caught:
         _ask(client, mode)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # (the retry-after is 10 s)
     assert caught.value.tries == 1
     assert "deadline" in str(caught.value)
 
@@ -281,7 +281,7 @@ def test_no_try_starts_after_the_deadline(server: LoopbackServer, mode: str) -> 
     started = time.monotonic()
     with pytest.raises(ModelCallError):
         _ask(client, mode)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0
     assert len(server.requests) <= 2
     server.reset()
 
