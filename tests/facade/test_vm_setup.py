@@ -303,15 +303,22 @@ def test_a_redirect_to_a_host_that_cannot_be_looked_up_fails_the_task_not_the_ru
         files.route("GET", f"/files/{name}", lambda _, t=target: Reply(302, b"", {"location": t}))
     env, _ = _env(vm)
     try:
-        for name, error in (("long", "UnicodeError: encoding with 'idna'"), ("xn", "IDNAError")):
+        # The codec's words differ by Python: 3.11 "UnicodeError: encoding with 'idna' codec
+        # failed (UnicodeError: label empty or too long)", 3.12 "UnicodeError: label empty or
+        # too long", 3.13 "UnicodeEncodeError: 'idna' codec can't encode ...: label too long".
+        for name, error in (("long", r"Unicode(Encode)?Error: .*too long"), ("xn", "IDNAError")):
             url = f"{files.base_url}/files/{name}"
             files.reset()
             download = _step("download", files=[{"url": url, "path": "/x"}])
             with pytest.raises(TaskSetupError) as caught:
                 env.reset({"id": "t1", "config": [download]})
-            assert str(caught.value).startswith(
-                f"task 't1': setup config[0] (download): GET '{url}' "
-                f"(its host, or a redirect's): {error}"
+            assert re.match(
+                re.escape(
+                    f"task 't1': setup config[0] (download): GET '{url}' "
+                    "(its host, or a redirect's): "
+                )
+                + error,
+                str(caught.value),
             )
             assert len(files.requests) == 1  # no try again: it cannot pass
     finally:
