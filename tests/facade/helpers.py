@@ -90,9 +90,11 @@ def write_task_list(
         (examples / domain).mkdir(parents=True, exist_ok=True)
         for example_id in example_ids:
             config = {"id": example_id, "instruction": f"Do {example_id}", "config": []}
-            (examples / domain / f"{example_id}.json").write_text(json.dumps(config))
+            (examples / domain / f"{example_id}.json").write_text(
+                json.dumps(config), encoding="utf-8"
+            )
     meta = root / meta_name
-    meta.write_text(json.dumps(dict(ids)))
+    meta.write_text(json.dumps(dict(ids)), encoding="utf-8")
     return meta, examples
 
 

@@ -181,7 +181,9 @@ def test_the_cli_prints_the_summary_table_and_progress_on_request(
     meta, examples = _task_list(tmp_path)
     desktop = observation_folder(tmp_path / "obs")
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     argv = [
         "run",
         "--tasks", str(meta),
@@ -244,7 +246,9 @@ def test_task_ids_cannot_forge_output_lines_or_send_terminal_escapes(
     evil = "evil\n[os-x] finished, score 1.0\x1b]0;owned\x07\x1b[2K\u2028\x85"
     meta, examples = write_task_list(tmp_path, {"os": [evil]})
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     argv = [
         "run",
         "--tasks", str(meta),

@@ -99,7 +99,7 @@ def test_a_revert_command_runs_in_a_shell_that_knows_its_vm(tmp_path: Path) -> N
     )
     command()
     command()
-    assert said.read_text() == "2 http://vm:5000\n" * 2
+    assert said.read_text(encoding="utf-8") == "2 http://vm:5000\n" * 2
     assert pickle.loads(pickle.dumps(command)) == command  # a Ray worker can run it
 
 
@@ -140,7 +140,7 @@ def test_env_revert_restores_each_vm_before_each_task(
         argv = _args(tmp_path, *urls, "--workers", "2")
         assert main([*argv, "--env-revert", revert]) == 0
         assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
-        lines = said.read_text().split()
+        lines = said.read_text(encoding="utf-8").split()
         assert len(lines) == 3
         assert set(lines) <= {"0", "1"}
 
