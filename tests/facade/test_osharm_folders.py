@@ -324,6 +324,7 @@ def test_a_failing_episode_ends_with_the_error_line_and_no_result(tmp_path: Path
         ("a\0b", "cannot name a result folder"),
         ("a\ud800b", "the file system cannot encode it"),
         ("é" * 128, "256 bytes, over 255"),
+        ("\x01" * 300, "300 characters, over 255 bytes"),  # each \x01 is 4 characters quoted
     ],
 )
 def test_a_name_no_folder_can_have_is_a_trajectory_error(example_id: str, message: str) -> None:
