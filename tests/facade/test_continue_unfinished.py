@@ -23,6 +23,7 @@ from adapters.trajectories import jsonl, osharm
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
+from tests.conftest import write_named
 from tests.facade.helpers import Killed, KillingEnv, observation_folder, snapshot
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
@@ -464,7 +465,7 @@ def test_a_hand_edited_record_with_odd_file_names_still_continues(
     log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     log["steps"][1]["screenshot_file"] = name
     (folder / "better_log.json").write_text(json.dumps(log), encoding="utf-8")
-    (folder / odd_file).write_bytes(b"")
+    write_named(folder, odd_file, b"")
     live = run(["DONE"], kill_at=None)
     assert len(live.requests) == 1  # the two recorded steps were continued from
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]

@@ -34,7 +34,7 @@ from adapters.trajectories.jsonl import parse_entry
 from osharm_core import Message, TextPart
 from tests.adapters.helpers import loopback_client
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, file_system_names
 from tests.strategies import terminal_json, terminal_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,21 +251,37 @@ def test_overlapping_cli_calls_put_the_process_hooks_back_once_the_last_ends(
 # --- run TASK_DIR: names from the task and its files -------------------------------------
 
 
+#: The task.json id of `_hostile_task`: an OSC 8 link, a bidi override, a carriage return.
+EVIL_ID = "x\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07\u202e\r[os/other] finished"
+
+
 def _hostile_task(tmp_path: Path) -> tuple[Path, str]:
     """A task directory whose name, task.json id and observation file name forge lines."""
     task = tmp_path / "task\x1b]0;T\x07"
     task.mkdir()
     shutil.copyfile(TREE, task / "a\x1b[2J\x1b]52;c;QUJD\x07\n[task] step 7: observation z.xml")
-    evil_id = "x\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07\u202e\r[os/other] finished"
     (task / "task.json").write_text(
-        json.dumps({"instruction": "do it", "id": evil_id}), encoding="utf-8"
+        json.dumps({"instruction": "do it", "id": EVIL_ID}), encoding="utf-8"
     )
     script = tmp_path / "replies.jsonl"
     script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     return task, f"replay:{script}"
 
 
-@pytest.mark.parametrize("form", ["jsonl", "osharm"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "jsonl",
+        pytest.param(
+            "osharm",
+            marks=pytest.mark.skipif(
+                not file_system_names(EVIL_ID),
+                reason="this file-system encoding cannot name the id's result folder "
+                "(tests/facade/test_locale.py runs that case)",
+            ),
+        ),
+    ],
+)
 def test_run_over_a_task_directory_escapes_names_in_its_lines(
     form: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

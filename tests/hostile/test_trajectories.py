@@ -56,6 +56,7 @@ from adapters.trajectories.replay import (
 )
 from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
+from tests.conftest import write_named
 from tests.facade.helpers import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -541,7 +542,7 @@ def _result_folder(directory: Path, second_screenshot: object, *files: str) -> P
     `second_screenshot`, holding step_0.png, the screenshots after steps 1 and 3, and `files`."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in ("step_0.png", f"step_1_{STAMP}.png", "step_3_20250101@100500.png", *files):
-        (directory / name).write_bytes(PNG)
+        write_named(directory, name, PNG)
     steps = [
         {"screenshot_file": "step_0.png", "response": "WAIT", "actions": ["WAIT"]},
         {"screenshot_file": second_screenshot, "response": "DONE", "actions": ["DONE"]},
