@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import re
+import shlex
 import socket
 import threading
 import time
@@ -262,7 +263,7 @@ def test_with_ray_each_actor_reverts_its_own_vm_before_each_task(
             "--env-url", vm_server.base_url,
             "--env-url", serve_vm(other).base_url,
             "--settle", "0",
-            "--env-revert", f'echo "$OSHARM_VM_INDEX $PPID" >> {reverts}',
+            "--env-revert", f'echo "$OSHARM_VM_INDEX $PPID" >> {shlex.quote(str(reverts))}',
             "--ray", "auto",
             "--ray-cpus-per-worker", "0.5",
         ]  # fmt: skip

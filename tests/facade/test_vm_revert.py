@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import shlex
 import shutil
 import threading
 import time
@@ -95,7 +96,9 @@ def test_a_vm_that_does_not_come_back_or_a_failing_revert_is_an_environment_fail
 def test_a_revert_command_runs_in_a_shell_that_knows_its_vm(tmp_path: Path) -> None:
     said = tmp_path / "said"
     command = RevertCommand(
-        f'echo "$OSHARM_VM_INDEX $OSHARM_VM_URL" >> {said}', vm_url="http://vm:5000", vm_index=2
+        f'echo "$OSHARM_VM_INDEX $OSHARM_VM_URL" >> {shlex.quote(str(said))}',
+        vm_url="http://vm:5000",
+        vm_index=2,
     )
     command()
     command()
@@ -135,7 +138,7 @@ def test_env_revert_restores_each_vm_before_each_task(
 ) -> None:
     with LoopbackServer() as other:
         said = tmp_path / "reverts"
-        revert = f'echo "$OSHARM_VM_INDEX" >> {said}'
+        revert = f'echo "$OSHARM_VM_INDEX" >> {shlex.quote(str(said))}'
         urls = ("--env-url", vm_server.base_url, "--env-url", serve_vm(other).base_url)
         argv = _args(tmp_path, *urls, "--workers", "2")
         assert main([*argv, "--env-revert", revert]) == 0
