@@ -81,26 +81,30 @@ IDS = {"os": ["_a", "_b", "_c"], "chrome": ["_d"]}
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A local Ray cluster with two CPUs for this module, shut down at its end; its workers'
-    retries do not wait."""
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _node_ip_address="127.0.0.1",
-        runtime_env={
-            # The key variable is set on the nodes (here: the job's environment), never sent.
-            "env_vars": {"PYTHONPATH": str(ROOT), "LOOPBACK_KEY": "k"},
-            # The workers' retries do not wait, as the tests' own do not (stamina's testing).
-            "worker_process_setup_hook": "tests.facade.helpers.instant_retries",
-        },
-    )
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    retries do not wait. Its HOME is a temporary folder: a new cluster writes its token to
+    ~/.ray/auth_token, which failed the module where HOME cannot be written (and wrote into
+    the user's HOME elsewhere)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(tmp_path_factory.mktemp("ray-home")))
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            _node_ip_address="127.0.0.1",
+            runtime_env={
+                # The key variable is set on the nodes (here: the job's environment), never sent.
+                "env_vars": {"PYTHONPATH": str(ROOT), "LOOPBACK_KEY": "k"},
+                # The workers' retries do not wait, as the tests' own do not (stamina's testing).
+                "worker_process_setup_hook": "tests.facade.helpers.instant_retries",
+            },
+        )
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def _click_then_done(received: Received) -> Reply:
