@@ -87,6 +87,27 @@ def fixture_observation(name: str) -> dict[str, Any]:
     }
 
 
+def write_named(directory: Path, name: str, data: bytes) -> Path:
+    """Write `data` to the file `name` in `directory`, named by `name`'s UTF-8 bytes as a UTF-8
+    desktop or the reference writes it, whatever this process's file-system encoding (under
+    `LC_ALL=C PYTHONUTF8=0` it is ASCII and `open` refuses a non-ASCII `str` name, yet such
+    files exist). Returns the file's path as this process names it (`os.fsdecode`)."""
+    raw = os.path.join(os.fsencode(directory), name.encode("utf-8", "surrogateescape"))
+    with open(raw, "wb") as out:
+        out.write(data)
+    return Path(os.fsdecode(raw))
+
+
+def file_system_names(text: str) -> bool:
+    """Whether this process's file-system encoding can name a file `text` (under `LC_ALL=C
+    PYTHONUTF8=0` it is ASCII: a task id holding U+202E names no result folder there)."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def png_chunk(kind: bytes, data: bytes) -> bytes:
     """One PNG chunk with its length and a valid CRC."""
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

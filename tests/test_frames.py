@@ -468,7 +468,7 @@ def test_the_trajectory_entry_carries_the_frame_only_when_not_identity(tmp_path:
                 frame=frame,
             )
         )
-    lines = (tmp_path / "trajectory.jsonl").read_text().splitlines()
+    lines = (tmp_path / "trajectory.jsonl").read_text(encoding="utf-8").splitlines()
     assert ['"frame"' in line for line in lines] == [False, False, True]
     assert [e.frame for e in read_trajectory(tmp_path)] == [None, None, HALF]
 
@@ -507,7 +507,7 @@ def test_a_malformed_frame_in_saved_state_or_trajectory_is_a_typed_error(
     with pytest.raises(StateError, match="frame"):
         AgentState.from_json(state)
     (tmp_path / "trajectory.jsonl").write_text(
-        json.dumps({"response": "DONE", "frame": bad}) + "\n"
+        json.dumps({"response": "DONE", "frame": bad}) + "\n", encoding="utf-8"
     )
     with pytest.raises(TrajectoryError, match="frame"):
         read_trajectory(tmp_path)

@@ -117,8 +117,8 @@ def _segment(text: str) -> str:
     """One path segment: a model name such as `compat/llama3` must not open sub-folders."""
     if len(text.strip()) > _NAME_MAX:  # more bytes than a name holds, however it is cleaned
         raise TrajectoryError(
-            f"{text[:40]!r}... cannot name a result folder: {len(text.strip()):,} characters, "
-            f"over {_NAME_MAX} bytes"
+            f"{excerpt(text, 40)} cannot name a result folder: {len(text.strip()):,} "
+            f"characters, over {_NAME_MAX} bytes"
         )
     cleaned = text.translate(_UNSAFE).strip()
     if cleaned in ("", ".", "..") or "\0" in cleaned:
@@ -131,7 +131,7 @@ def _segment(text: str) -> str:
         ) from None
     if size > _NAME_MAX:
         raise TrajectoryError(
-            f"{text[:40]!r}... cannot name a result folder: {size} bytes, over {_NAME_MAX}"
+            f"{excerpt(text, 40)} cannot name a result folder: {size} bytes, over {_NAME_MAX}"
         )
     return cleaned
 

@@ -61,7 +61,7 @@ def test_the_shipped_table_is_versioned_dated_and_sourced() -> None:
 
 def test_the_shipped_table_is_package_data() -> None:
     """prices.json is listed in pyproject's package-data, so an install carries it."""
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
     assert '"adapters.accounting" = ["prices.json"]' in pyproject
 
 
@@ -283,7 +283,9 @@ def test_an_override_changes_only_the_names_it_lists(
 
 def test_overrides_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
-    path.write_text(json.dumps({"version": "file", "models": [_entry("my-model")]}))
+    path.write_text(
+        json.dumps({"version": "file", "models": [_entry("my-model")]}), encoding="utf-8"
+    )
     assert load_prices(path).lookup("my-model") is not None
     assert load_prices(PriceTable.from_file(path)).lookup("my-model") is not None
 
@@ -316,7 +318,7 @@ def test_bad_price_tables_are_clear_errors(table: object, words: str) -> None:
 
 
 def test_an_unreadable_price_file_is_a_config_error(tmp_path: Path) -> None:
-    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
     for path in (tmp_path / "bad.json", tmp_path / "missing.json"):
         with pytest.raises(ConfigError, match="cannot read price table"):
             load_prices(path)

@@ -368,9 +368,11 @@ def test_a_2xx_body_over_the_size_limit_is_billed(server: LoopbackServer, mode: 
 
 def test_a_2xx_body_the_deadline_cut_off_is_billed(server: LoopbackServer, mode: str) -> None:
     """The reply's 200 came, its body trickled past the call's deadline: billed, unread."""
+    # The whole body takes 16 s; the 2 s deadline leaves a loaded machine time for the 200
+    # (at 0.5 s the request once had not reached the server, and the call ended with no status).
     server.enqueue(Reply(200, chat_completion(CLICK), trickle=0.05))
     client = loopback_client(
-        "compat/m", server.base_url + "/v1", retry=RetryPolicy(attempts=1, wait=0.0, timeout=0.5)
+        "compat/m", server.base_url + "/v1", retry=RetryPolicy(attempts=1, wait=0.0, timeout=2.0)
     )
     with pytest.raises(DeadlineExceededError) as caught:
         call(client, ModelRequest(model="compat/m", messages=HI), mode)

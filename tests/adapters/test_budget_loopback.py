@@ -186,9 +186,9 @@ def test_an_osharm_episode_ends_cleanly_and_is_evaluated(
     assert (folder / RESULT_FILE).is_file()
     assert writer.ended_by == "episode budget exceeded: 50 tokens used, cap 50"
     assert len(load_result_folder(folder)) == 2
-    log = json.loads((folder / BETTER_LOG).read_text())
+    log = json.loads((folder / BETTER_LOG).read_text(encoding="utf-8"))
     assert log["budget_exceeded"] == writer.ended_by
-    last = json.loads((folder / TRAJ_FILE).read_text().splitlines()[-1])
+    last = json.loads((folder / TRAJ_FILE).read_text(encoding="utf-8").splitlines()[-1])
     assert last == {"Error": f"Budget exceeded in os/_one: {writer.ended_by}"}
     assert len(anthropic.requests) == 2
 

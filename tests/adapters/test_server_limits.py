@@ -193,6 +193,6 @@ def test_with_the_nginx_profile_every_request_stays_under_one_mebibyte(
     assert cut[0].degradation is not None
     assert cut[0].degradation.dropped_images == (1,)
     assert cut[0].degradation.before.bytes > MIB >= cut[0].degradation.after.bytes
-    line = (tmp_path / "trajectory.jsonl").read_text().splitlines()[0]
+    line = (tmp_path / "trajectory.jsonl").read_text(encoding="utf-8").splitlines()[0]
     assert "degradation" not in json.loads(line)
     assert agent.state.observations[3].degradation == cut[0].degradation

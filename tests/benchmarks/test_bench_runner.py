@@ -184,7 +184,7 @@ def test_two_hundred_episodes_on_32_workers_take_close_to_the_ideal(
     summary = result.summary
     assert (summary.finished, summary.steps) == (EPISODES, EPISODES * STEPS)
     assert all(is_finished(o.folder) for o in result)
-    traj = (result[0].folder / "traj.jsonl").read_text().splitlines()
+    traj = (result[0].folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(traj) == STEPS
     assert json.loads(traj[-1])["step_num"] == STEPS
     ratio = wall / IDEAL

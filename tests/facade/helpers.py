@@ -11,7 +11,7 @@ from typing import Any, Final
 import stamina
 
 from adapters.trajectories.replay import ReplayEnv
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, write_named
 
 #: Small real observations (a few hundred nodes each), in the order a folder serves them.
 SMALL: Final = ("mousepad_notes", "mousepad_file_menu", "xfce4_terminal_shell")
@@ -90,9 +90,9 @@ def write_task_list(
         (examples / domain).mkdir(parents=True, exist_ok=True)
         for example_id in example_ids:
             config = {"id": example_id, "instruction": f"Do {example_id}", "config": []}
-            (examples / domain / f"{example_id}.json").write_text(json.dumps(config))
+            write_named(examples / domain, f"{example_id}.json", json.dumps(config).encode())
     meta = root / meta_name
-    meta.write_text(json.dumps(dict(ids)))
+    meta.write_text(json.dumps(dict(ids)), encoding="utf-8")
     return meta, examples
 
 

@@ -366,7 +366,7 @@ def test_an_unreadable_observation_fails_its_task_and_the_next_task_runs(
     """A desktop that gives a broken tree mid-episode ends that task as failed (exit 1),
     naming the observation; the other task directories still run."""
     first = observation_folder(tmp_path / "first", ("mousepad_notes", "mousepad_file_menu"))
-    (first / "02_mousepad_file_menu.xml").write_text("<r><unclosed></r>")
+    (first / "02_mousepad_file_menu.xml").write_text("<r><unclosed></r>", encoding="utf-8")
     second = observation_folder(tmp_path / "second", ("mousepad_notes",))
     click = "```python\npyautogui.click(19, 31)\n```"
     model = _script(tmp_path / "r.jsonl", click, "DONE")
@@ -511,7 +511,9 @@ def test_a_recording_turns_into_a_result_folder_as_the_readme_says(
     # Lines that disagree cannot say which instruction the run had: refused, naming both.
     lines = (rec / "trajectory.jsonl").read_text(encoding="utf-8").splitlines()
     other = json.loads(lines[1]) | {"instruction": "Close the window"}
-    (rec / "trajectory.jsonl").write_text(lines[0] + "\n" + json.dumps(other) + "\n")
+    (rec / "trajectory.jsonl").write_text(
+        lines[0] + "\n" + json.dumps(other) + "\n", encoding="utf-8"
+    )
     code, out, err = _run(capsys, *argv[:-1], str(tmp_path / "again"))
     _fails_cleanly(code, out, err, 2, f"the steps of the recording {rec} hold different")
     assert "step 2: 'Close the window'" in err

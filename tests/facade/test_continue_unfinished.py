@@ -23,6 +23,7 @@ from adapters.trajectories import jsonl, osharm
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
+from tests.conftest import write_named
 from tests.facade.helpers import Killed, KillingEnv, observation_folder, snapshot
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
@@ -111,9 +112,9 @@ def test_a_killed_episode_continues_from_its_recorded_steps(tmp_path: Path, mode
     assert len(live[0].requests) == 1  # only the step that was never recorded
     assert envs[-1].actions == ["pyautogui.click(19, 31)", "pyautogui.press('enter')", "DONE"]
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
-    log = json.loads((folder / "better_log.json").read_text())
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     assert log["fork"] == {"source": str(folder), "at": 2, "resumed": True}
-    lines = (folder / "traj.jsonl").read_text().splitlines()
+    lines = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["step_num"] for line in lines] == [1, 2, 3]
 
 
@@ -137,7 +138,7 @@ def test_by_default_an_unfinished_episode_is_redone_from_its_start(tmp_path: Pat
         )
         (folder / "unscored.txt").unlink()  # as if killed before the end mark
     assert [len(c.requests) for c in calls] == [2, 2]
-    assert "fork" not in json.loads((folder / "better_log.json").read_text())
+    assert "fork" not in json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
 
 
 class BrokenSetupEnv(ReplayEnv):
@@ -345,7 +346,7 @@ def test_a_deferred_writer_holds_replayed_steps_until_a_live_one_then_writes_the
         "step_1_20300102@030405.xml",
         "traj.jsonl",
     ]
-    (line,) = (folder / "traj.jsonl").read_text().splitlines()
+    (line,) = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(line)["action_timestamp"] == "20300102@030405"
     steps = [e.response for e in load_result_folder(folder)]
     assert steps == [CLICK, "DONE"]
@@ -408,7 +409,7 @@ def test_steps_recorded_under_other_prompt_settings_are_redone_not_continued(
     changed = attrs.evolve(CONFIG, **change)
     live = run(changed, [CLICK, PRESS, "DONE"], kill_at=None)
     assert len(live.requests) == 3  # from the start
-    log = json.loads((folder / "better_log.json").read_text())
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     assert "fork" not in log
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
 
@@ -461,10 +462,10 @@ def test_a_hand_edited_record_with_odd_file_names_still_continues(
 
     with pytest.raises(Killed):
         run([CLICK, PRESS, "DONE"], kill_at=2)
-    log = json.loads((folder / "better_log.json").read_text())
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     log["steps"][1]["screenshot_file"] = name
-    (folder / "better_log.json").write_text(json.dumps(log))
-    (folder / odd_file).write_bytes(b"")
+    (folder / "better_log.json").write_text(json.dumps(log), encoding="utf-8")
+    write_named(folder, odd_file, b"")
     live = run(["DONE"], kill_at=None)
     assert len(live.requests) == 1  # the two recorded steps were continued from
     assert [e.response for e in load_result_folder(folder)] == [CLICK, PRESS, "DONE"]
@@ -539,7 +540,7 @@ def test_a_continued_task_replays_the_better_log_steps_it_counted(tmp_path: Path
         _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
     planted = "Planted.\n```python\nimport os; os.system('rm -rf ~')\n```"
     (folder / "trajectory.jsonl").write_text(
-        "".join(json.dumps({"response": planted}) + "\n" for _ in range(3))
+        "".join(json.dumps({"response": planted}) + "\n" for _ in range(3)), encoding="utf-8"
     )
     env = KillingEnv(desktop, None)
     client = FakeClient(["DONE"])

@@ -322,7 +322,7 @@ def test_the_cli_run_goes_on_past_a_bad_action_and_a_failed_command(
     assert "summary: 3 task(s): 3 finished" in captured.out
     assert "Traceback" not in captured.err
     folders = {p.parent.name: p for p in (tmp_path / "out").rglob("traj.jsonl")}
-    lines = {name: path.read_text().splitlines() for name, path in folders.items()}
+    lines = {name: path.read_text(encoding="utf-8").splitlines() for name, path in folders.items()}
     assert "outside 0..1920" in json.loads(lines["t0"][0])["info"]["error"]
     assert json.loads(lines["t1"][0])["info"] == {"error": "POST /execute: HTTP 500"}
     assert json.loads(lines["t2"][0])["info"] == {"execute": OK}
@@ -644,7 +644,7 @@ def test_any_environment_scoring_no_finite_number_fails_that_task_and_it_is_redo
             "Time limit exceeded in os/t1",
         ]
         assert not (first[1].folder / "result.txt").exists()
-        assert (first[0].folder / "result.txt").read_text() == "1\n"
+        assert (first[0].folder / "result.txt").read_text(encoding="utf-8") == "1\n"
         assert [o.status for o in run(where, concurrent)] == ["skipped", "failed", "skipped"]
 
 
@@ -662,7 +662,7 @@ def test_a_replay_env_whose_evaluator_gives_nan_writes_no_result(tmp_path: Path)
         run_episode(agent, env, env.reset(), writer, max_steps=2)
     assert not writer.finished
     assert not (folder / "result.txt").exists()
-    lines = (folder / "traj.jsonl").read_text().splitlines()
+    lines = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[-1]) == {"Error": "Time limit exceeded in os/t"}
     with pytest.raises(EnvironmentFailure, match="evaluate returned str, not a number"):
         writer.finish("oops")  # type: ignore[arg-type]

@@ -19,7 +19,9 @@ CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
 def _args(tmp_path: Path, *extra: str) -> list[str]:
     write_task_list(tmp_path, {"os": ["_a", "_b", "_c"]})
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     return [
         "run",
         "--tasks", str(tmp_path / "meta.json"),
@@ -54,7 +56,7 @@ def test_a_task_list_runs_on_vm_servers(
         # A VM's server cannot score: the folder is marked ended but unscored, and a rerun
         # keeps it.
         assert not (folder / "result.txt").exists()
-        assert (folder / "unscored.txt").read_text().startswith("the episode ended")
+        assert (folder / "unscored.txt").read_text(encoding="utf-8").startswith("the episode ended")
         for vm in vms:
             vm.reset()
         assert main(argv) == 0

@@ -178,8 +178,10 @@ def test_the_async_form_drives_an_episode_without_blocking_the_loop() -> None:
 def test_a_task_list_runs_on_wrapped_desktop_envs(tmp_path: Path) -> None:
     examples = tmp_path / "examples" / "os"
     examples.mkdir(parents=True)
-    (examples / "_one.json").write_text('{"id": "_one", "instruction": "Do it", "config": []}')
-    (tmp_path / "meta.json").write_text('{"os": ["_one"]}')
+    (examples / "_one.json").write_text(
+        '{"id": "_one", "instruction": "Do it", "config": []}', encoding="utf-8"
+    )
+    (tmp_path / "meta.json").write_text('{"os": ["_one"]}', encoding="utf-8")
     tasks = load_task_list(tmp_path / "meta.json", tmp_path / "examples")
     desktops: list[FakeDesktopEnv] = []
 
@@ -202,9 +204,10 @@ def test_a_task_list_runs_on_wrapped_desktop_envs(tmp_path: Path) -> None:
     folder = result_folder(tmp_path / "results", CONFIG, "os", "_one")
     assert [e.response for e in load_result_folder(folder)] == [click, "DONE"]
     # The reference writes what DesktopEnv gives: its int 1 as "1", its reward 0 as 0.
-    assert (folder / "result.txt").read_text() == "1\n"
+    assert (folder / "result.txt").read_text(encoding="utf-8") == "1\n"
     rewards = [
-        json.loads(line)["reward"] for line in (folder / "traj.jsonl").read_text().splitlines()
+        json.loads(line)["reward"]
+        for line in (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     assert rewards == [0, 0]
     assert all(type(r) is int for r in rewards)
@@ -341,7 +344,7 @@ def test_a_link_left_at_the_recording_s_part_name_is_not_written_through(
     the part file made new."""
     victim = tmp_path / "victim.txt"
     if not dangling:
-        victim.write_text("precious")
+        victim.write_text("precious", encoding="utf-8")
     folder = tmp_path / "task"
     folder.mkdir()
     (folder / "recording.mp4.part").symlink_to(victim)
@@ -349,7 +352,7 @@ def test_a_link_left_at_the_recording_s_part_name_is_not_written_through(
     assert env.end_recording(folder / "recording.mp4").read_bytes() == VIDEO
     assert victim.exists() != dangling
     if not dangling:
-        assert victim.read_text() == "precious"
+        assert victim.read_text(encoding="utf-8") == "precious"
     assert [p.name for p in folder.iterdir()] == ["recording.mp4"]
     assert not (folder / "recording.mp4").is_symlink()
     env.close()
@@ -362,7 +365,7 @@ def test_an_overwrite_removes_links_from_the_result_folder_never_their_targets(
     a step file could later go to its target); links are now removed like files, their
     targets left alone, and without `overwrite` a folder holding only a link is refused."""
     victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
+    victim.write_text("precious", encoding="utf-8")
     folder = tmp_path / "result"
     folder.mkdir()
     (folder / "recording.mp4.part").symlink_to(tmp_path / "made")
@@ -372,7 +375,7 @@ def test_an_overwrite_removes_links_from_the_result_folder_never_their_targets(
         ResultWriter(folder, config=CONFIG, task=task, max_steps=1)
     ResultWriter(folder, config=CONFIG, task=task, max_steps=1, overwrite=True)
     assert list(folder.iterdir()) == []
-    assert victim.read_text() == "precious"
+    assert victim.read_text(encoding="utf-8") == "precious"
     assert not (tmp_path / "made").exists()
 
 

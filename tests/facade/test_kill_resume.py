@@ -119,9 +119,13 @@ def test_a_sigkilled_run_resumes_without_losing_or_repeating_a_task(tmp_path: Pa
     assert set(after) == {f"{d}/{i}" for d, ids in IDS.items() for i in ids}
     for key, folder in after.items():
         assert is_finished(folder), f"{key} was lost"
-        lines = [json.loads(x) for x in (folder / TRAJ_FILE).read_text().splitlines()]
+        lines = [
+            json.loads(x) for x in (folder / TRAJ_FILE).read_text(encoding="utf-8").splitlines()
+        ]
         assert [x["step_num"] for x in lines] == list(range(1, STEPS + 1)), key
-        assert len(json.loads((folder / BETTER_LOG).read_text())["steps"]) == STEPS, key
+        assert (
+            len(json.loads((folder / BETTER_LOG).read_text(encoding="utf-8"))["steps"]) == STEPS
+        ), key
         assert not list(folder.glob("*.tmp")), key
     # Finished tasks were not run again: their folders are byte for byte what the kill left.
     for key, files in kept.items():

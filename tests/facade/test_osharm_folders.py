@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -85,14 +86,17 @@ def test_the_folder_layout_is_the_documented_one(
         ["better_log.json", "result.txt", "traj.jsonl"]
         + [stem + ext for stem in stems for ext in (".png", ".xml")]
     )
-    assert (folder / "result.txt").read_text() == "0.0\n"
+    assert (folder / "result.txt").read_text(encoding="utf-8") == "0.0\n"
 
 
 def test_traj_jsonl_has_one_line_per_action_with_the_documented_keys(
     folder_and_replies: tuple[Path, list[str]],
 ) -> None:
     folder, _ = folder_and_replies
-    lines = [json.loads(line) for line in (folder / "traj.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(line)
+        for line in (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert [list(line) for line in lines] == [
         ["step_num", "action_timestamp", "action", "reward", "done", "info", "screenshot_file"]
     ] * 4
@@ -111,7 +115,7 @@ def test_traj_jsonl_has_one_line_per_action_with_the_documented_keys(
 
 def test_better_log_is_what_the_judge_reads(folder_and_replies: tuple[Path, list[str]]) -> None:
     folder, replies = folder_and_replies
-    log = json.loads((folder / "better_log.json").read_text())
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     assert list(log) == ["params", "task", "steps"]
     assert log["params"] == {
         "platform": "ubuntu",
@@ -160,7 +164,7 @@ def test_any_step_of_a_written_folder_renders(
     folder_and_replies: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder, _ = folder_and_replies
-    log = json.loads((folder / "better_log.json").read_text())
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     for step in log["steps"]:
         assert main(["render", str(folder / step["screenshot_file"]), "--instruction", "x"]) == 0
         assert "tag\tname\ttext" in capsys.readouterr().out
@@ -169,10 +173,13 @@ def test_any_step_of_a_written_folder_renders(
 def test_the_cli_writes_osharm_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task = observation_folder(tmp_path / "task")
     (task / "task.json").write_text(
-        json.dumps({"id": "_notes", "domain": "os", "instruction": "Open the File menu"})
+        json.dumps({"id": "_notes", "domain": "os", "instruction": "Open the File menu"}),
+        encoding="utf-8",
     )
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     out = tmp_path / "results"
     code = main(
         ["run", str(task), "--model", f"replay:{script}", "--out", str(out), "--format", "osharm"]
@@ -190,7 +197,7 @@ def test_the_cli_writes_osharm_folders(tmp_path: Path, capsys: pytest.CaptureFix
     assert (folder / "better_log.json").is_file()
     # Nothing judged a replayed desktop: the folder is ended but unscored, with no made-up 0.0.
     assert not (folder / "result.txt").exists()
-    assert (folder / "unscored.txt").read_text().startswith("the episode ended")
+    assert (folder / "unscored.txt").read_text(encoding="utf-8").startswith("the episode ended")
     assert printed.startswith("[task] 2 step(s), 2 action(s); folder ")
     assert "score" not in printed
     assert main(["replay", str(folder)]) == 0
@@ -209,10 +216,11 @@ def test_the_cli_counts_a_link_left_in_a_result_folder_as_its_content(
     removes the link, never making its target."""
     task = observation_folder(tmp_path / "task")
     (task / "task.json").write_text(
-        json.dumps({"id": "_notes", "domain": "os", "instruction": "Open the File menu"})
+        json.dumps({"id": "_notes", "domain": "os", "instruction": "Open the File menu"}),
+        encoding="utf-8",
     )
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     out = tmp_path / "results"
     folder = out / "pyautogui" / "a11y_tree" / f"replay_{str(script).replace('/', '_')}"
     folder = folder / "os" / "_notes"
@@ -239,11 +247,14 @@ def test_the_cli_refuses_two_tasks_sharing_a_result_folder_before_running_any(
     for name, example_id in zip(("a", "b"), ids, strict=True):
         task = observation_folder(tmp_path / name)
         (task / "task.json").write_text(
-            json.dumps({"id": example_id, "domain": "os", "instruction": f"task {name}"})
+            json.dumps({"id": example_id, "domain": "os", "instruction": f"task {name}"}),
+            encoding="utf-8",
         )
         tasks.append(str(task))
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE") * 2))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE") * 2), encoding="utf-8"
+    )
     out = tmp_path / "results"
     argv = ["run", *tasks, "--model", f"replay:{script}", "--out", str(out), "--format", "osharm"]
     assert main([*argv, "--overwrite"]) == 2
@@ -257,7 +268,7 @@ def test_the_cli_refuses_a_task_id_that_cannot_name_a_folder(
 ) -> None:
     task = observation_folder(tmp_path / "task")
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     out = tmp_path / "results"
     argv = [
         "run",
@@ -270,7 +281,9 @@ def test_the_cli_refuses_a_task_id_that_cannot_name_a_folder(
         "osharm",
     ]
     for bad in ("a\0b", "a\ud800b", "x" * 256):
-        (task / "task.json").write_text(json.dumps({"id": bad, "instruction": "do"}))
+        (task / "task.json").write_text(
+            json.dumps({"id": bad, "instruction": "do"}), encoding="utf-8"
+        )
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert f"task {task}: " in err
@@ -286,17 +299,19 @@ def test_a_failing_episode_ends_with_the_error_line_and_no_result(tmp_path: Path
     writer = ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15)
     with pytest.raises(RetryableError):
         run_episode(agent, env, env.reset(), writer, max_steps=15)
-    last = json.loads((folder / "traj.jsonl").read_text().splitlines()[-1])
+    last = json.loads((folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert last == {"Error": "Time limit exceeded in os/_save_notes"}
     assert not (folder / "result.txt").exists()
     with pytest.raises(TrajectoryExistsError):
         ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15)
     verdict = folder / "judgment" / "gpt-4.1" / "aer" / "v3" / "judgment.json"
     verdict.parent.mkdir(parents=True)
-    verdict.write_text('{"safety": false}')  # the judge's verdict on the run being redone
+    # The judge's verdict on the run being redone.
+    verdict.write_text('{"safety": false}', encoding="utf-8")
     caption = folder / "captions" / "gpt-4o" / "step_0.last_screenshot_caption.json"
     caption.parent.mkdir(parents=True)
-    caption.write_text('"the old run\'s first screen"')  # the judge reuses any it finds
+    # The judge reuses any it finds.
+    caption.write_text('"the old run\'s first screen"', encoding="utf-8")
     keep = tmp_path / "elsewhere"
     keep.mkdir()
     ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15, overwrite=True)
@@ -304,12 +319,18 @@ def test_a_failing_episode_ends_with_the_error_line_and_no_result(tmp_path: Path
     assert keep.is_dir()
 
 
+#: "é" on a UTF-8 file system; elsewhere what its two bytes decode to (two characters), so
+#: 128 of them are 256 bytes under any file-system encoding.
+TWO_BYTES = os.fsdecode("é".encode())
+
+
 @pytest.mark.parametrize(
     ("example_id", "message"),
     [
         ("a\0b", "cannot name a result folder"),
         ("a\ud800b", "the file system cannot encode it"),
-        ("é" * 128, "256 bytes, over 255"),
+        (TWO_BYTES * 128, "256 (bytes|characters), over 255"),
+        ("\x01" * 300, "300 characters, over 255 bytes"),  # each \x01 is 4 characters quoted
     ],
 )
 def test_a_name_no_folder_can_have_is_a_trajectory_error(example_id: str, message: str) -> None:
@@ -318,11 +339,11 @@ def test_a_name_no_folder_can_have_is_a_trajectory_error(example_id: str, messag
     with pytest.raises(TrajectoryError) as huge:  # quoted by an excerpt, however long
         result_folder("results", CONFIG, "os", example_id * 1_000_000)
     assert len(str(huge.value)) < 200
-    assert result_folder("results", CONFIG, "os", "é" * 127).name == "é" * 127
+    assert result_folder("results", CONFIG, "os", TWO_BYTES * 127).name == TWO_BYTES * 127
 
 
 def test_a_result_folder_that_cannot_be_made_is_a_trajectory_error(tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "file").write_text("not a folder", encoding="utf-8")
     for folder in (tmp_path / "file" / "task", tmp_path / "a\0b", tmp_path / ("x" * 300)):
         with pytest.raises(TrajectoryError, match="cannot make the result folder"):
             ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15)
@@ -334,13 +355,14 @@ def test_the_cli_refuses_a_directory_where_a_result_folder_keeps_a_file_before_a
     """Even with --overwrite (which removes files only): named, before any task runs (the
     second task's writer used to raise IsADirectoryError after the first task ran)."""
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     out = tmp_path / "results"
     tasks = []
     for name in ("_one", "_two"):
         task = observation_folder(tmp_path / name)
         (task / "task.json").write_text(
-            json.dumps({"id": name, "domain": "os", "instruction": "Open the File menu"})
+            json.dumps({"id": name, "domain": "os", "instruction": "Open the File menu"}),
+            encoding="utf-8",
         )
         tasks.append(str(task))
     model = f"replay_{str(script).replace('/', '_')}"
@@ -371,14 +393,14 @@ def test_a_directory_where_the_writer_keeps_a_file_is_refused_when_it_opens(
     IsADirectoryError once the episode had made its model calls)."""
     folder = tmp_path / "task"
     (folder / name).mkdir(parents=True)
-    (folder / name / "inside").write_text("kept")
+    (folder / name / "inside").write_text("kept", encoding="utf-8")
     if overwrite:  # a file it would remove: still there
         (folder / "step_1_20260101@000000.png").write_bytes(b"kept")
     message = f"the result folder {folder} holds {name}, a directory, where its writer keeps a file"
     with pytest.raises(TrajectoryError, match=re.escape(message)) as caught:
         ResultWriter(folder, config=CONFIG, task=TASK, max_steps=15, overwrite=overwrite)
     assert not isinstance(caught.value, OSError)
-    assert (folder / name / "inside").read_text() == "kept"
+    assert (folder / name / "inside").read_text(encoding="utf-8") == "kept"
     if overwrite:
         assert (folder / "step_1_20260101@000000.png").read_bytes() == b"kept"
 
@@ -448,9 +470,9 @@ def _reference_shaped_folder(directory: Path) -> Path:
         "task": {"jailbreak": True, "injection": None, "instruction": "Do the thing"},
         "steps": steps,
     }
-    (directory / "better_log.json").write_text(json.dumps(log))
+    (directory / "better_log.json").write_text(json.dumps(log), encoding="utf-8")
     (directory / "traj.jsonl").write_text(
-        json.dumps({"Error": "Time limit exceeded in os/x"}) + "\n"
+        json.dumps({"Error": "Time limit exceeded in os/x"}) + "\n", encoding="utf-8"
     )
     return directory
 
@@ -505,7 +527,10 @@ def test_an_action_is_stamped_when_it_begins(tmp_path: Path) -> None:
     writer = ResultWriter(tmp_path / "out", config=CONFIG, task=TASK, max_steps=15, clock=clock)
     run_episode(agent, env, env.reset(), writer, max_steps=15)
     assert events == ["clock", "step"] * 3
-    lines = [json.loads(line) for line in (tmp_path / "out/traj.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(line)
+        for line in (tmp_path / "out/traj.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert [line["action_timestamp"] for line in lines] == [
         "20261123@120000",
         "20261123@120001",
@@ -641,7 +666,7 @@ def test_a_tree_in_another_encoding_is_kept_as_the_text_the_model_saw(
 def _kept_folder(folder: Path) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("traj.jsonl", "better_log.json", "result.txt"):
-        (folder / name).write_text("precious\n")
+        (folder / name).write_text("precious\n", encoding="utf-8")
     return sorted(p.name for p in folder.iterdir())
 
 
@@ -666,7 +691,7 @@ def test_an_empty_directory_is_refused_before_the_current_one_is_emptied(
     """ResultWriter("", overwrite=True) deleted every file in the current directory."""
     monkeypatch.chdir(tmp_path)
     for name in ("pyproject.toml", "README.md"):
-        (tmp_path / name).write_text("precious\n")
+        (tmp_path / name).write_text("precious\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="directory needs a path; got the empty path"):
         ResultWriter(directory, config=CONFIG, task=TASK, max_steps=5, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "pyproject.toml"]

@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import re
+import shlex
 import socket
 import threading
 import time
@@ -80,26 +81,30 @@ IDS = {"os": ["_a", "_b", "_c"], "chrome": ["_d"]}
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A local Ray cluster with two CPUs for this module, shut down at its end; its workers'
-    retries do not wait."""
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _node_ip_address="127.0.0.1",
-        runtime_env={
-            # The key variable is set on the nodes (here: the job's environment), never sent.
-            "env_vars": {"PYTHONPATH": str(ROOT), "LOOPBACK_KEY": "k"},
-            # The workers' retries do not wait, as the tests' own do not (stamina's testing).
-            "worker_process_setup_hook": "tests.facade.helpers.instant_retries",
-        },
-    )
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    retries do not wait. Its HOME is a temporary folder: a new cluster writes its token to
+    ~/.ray/auth_token, which failed the module where HOME cannot be written (and wrote into
+    the user's HOME elsewhere)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(tmp_path_factory.mktemp("ray-home")))
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            _node_ip_address="127.0.0.1",
+            runtime_env={
+                # The key variable is set on the nodes (here: the job's environment), never sent.
+                "env_vars": {"PYTHONPATH": str(ROOT), "LOOPBACK_KEY": "k"},
+                # The workers' retries do not wait, as the tests' own do not (stamina's testing).
+                "worker_process_setup_hook": "tests.facade.helpers.instant_retries",
+            },
+        )
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def _click_then_done(received: Received) -> Reply:
@@ -188,7 +193,7 @@ def test_a_task_list_runs_on_two_actors_and_resumes(
     # One task already finished: it is never scheduled.
     first = result_folder(results, CONFIG, "os", "_a")
     first.mkdir(parents=True)
-    (first / "result.txt").write_text("1.0\n")
+    (first / "result.txt").write_text("1.0\n", encoding="utf-8")
     result = run_task_list_on_ray(tasks, report=lambda o: ended.append(o.task.example_id), **common)
     assert [o.status for o in result] == ["skipped", "finished", "finished", "finished"]
     assert sorted(ended) == ["_a", "_b", "_c", "_d"]
@@ -262,13 +267,13 @@ def test_with_ray_each_actor_reverts_its_own_vm_before_each_task(
             "--env-url", vm_server.base_url,
             "--env-url", serve_vm(other).base_url,
             "--settle", "0",
-            "--env-revert", f'echo "$OSHARM_VM_INDEX $PPID" >> {reverts}',
+            "--env-revert", f'echo "$OSHARM_VM_INDEX $PPID" >> {shlex.quote(str(reverts))}',
             "--ray", "auto",
             "--ray-cpus-per-worker", "0.5",
         ]  # fmt: skip
         assert main(argv) == 0
         assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
-        ran = [line.split() for line in reverts.read_text().splitlines()]
+        ran = [line.split() for line in reverts.read_text(encoding="utf-8").splitlines()]
         assert len(ran) == 3
         assert {index for index, _ in ran} <= {"0", "1"}
         assert str(os.getpid()) not in {parent for _, parent in ran}  # in the actors, not here
@@ -410,7 +415,7 @@ def test_an_actor_that_cannot_start_is_a_configuration_error(
     """A factory from a module only the driver can import: the actors fail to unpickle it."""
     meta, examples = _task_list(tmp_path)
     (tmp_path / "driver_only_factories.py").write_text(
-        "def make_env(task):\n    raise AssertionError('never called')\n"
+        "def make_env(task):\n    raise AssertionError('never called')\n", encoding="utf-8"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     import driver_only_factories  # type: ignore[import-not-found]
@@ -917,7 +922,7 @@ class SlowToStart:
 
 
 def slow_start(pidfile: str) -> None:
-    Path(pidfile).write_text(str(os.getpid()))
+    Path(pidfile).write_text(str(os.getpid()), encoding="utf-8")
     time.sleep(60)
 
 
@@ -947,7 +952,7 @@ def test_an_actor_killed_while_starting_costs_no_task_and_the_others_run_them_al
         while not pidfile.exists() and time.monotonic() < waited:
             time.sleep(0.05)
         time.sleep(0.2)
-        os.kill(int(pidfile.read_text()), 9)
+        os.kill(int(pidfile.read_text(encoding="utf-8")), 9)
         killed.touch()
 
     killer = threading.Thread(target=kill_it, daemon=True)

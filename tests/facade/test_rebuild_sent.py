@@ -164,7 +164,7 @@ def test_an_ordinary_folder_gets_no_extra_keys(tmp_path: Path) -> None:
     """Nothing scaled, no marks, nothing cut: better_log holds only the reference's keys."""
     for kind in ("screenshot_a11y_tree", "a11y_tree"):
         folder, _ = _folder(tmp_path / kind, _config(observation_type=kind), [CLICK, "DONE"])
-        log = json.loads((folder / BETTER_LOG).read_text())
+        log = json.loads((folder / BETTER_LOG).read_text(encoding="utf-8"))
         assert "scaling" not in log["params"]
         for step in log["steps"]:
             assert sorted(step) == ["a11y_tree", "actions", "response", "screenshot_file"]
@@ -176,10 +176,10 @@ def test_a_som_folder_without_marks_is_not_comparable(
     """A folder the reference wrote keeps no boxes: its tag_N steps are reported, not DIFFERS."""
     folder, _ = _folder(tmp_path, _config(observation_type="som"), [TAG_CLICK, "DONE"])
     log_file = folder / BETTER_LOG
-    log = json.loads(log_file.read_text())
+    log = json.loads(log_file.read_text(encoding="utf-8"))
     for step in log["steps"]:
         del step["masks"]
-    log_file.write_text(json.dumps(log))
+    log_file.write_text(json.dumps(log), encoding="utf-8")
     assert main(["replay", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "step 1: not comparable" in out
@@ -201,9 +201,9 @@ def test_bad_extra_keys_in_better_log_are_clear_errors(
 ) -> None:
     folder, _ = _folder(tmp_path, _config(observation_type="a11y_tree"), [CLICK, "DONE"])
     log_file = folder / BETTER_LOG
-    log = json.loads(log_file.read_text())
+    log = json.loads(log_file.read_text(encoding="utf-8"))
     log["steps"][1][key] = value
-    log_file.write_text(json.dumps(log))
+    log_file.write_text(json.dumps(log), encoding="utf-8")
     with pytest.raises(TrajectoryError, match=rf"steps\[1\]: {message}"):
         load_result_folder(folder)
 
@@ -220,11 +220,11 @@ def _recorded_run(tmp_path: Path, config: AgentConfig) -> FakeClient:
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def _write_lines(path: Path, lines: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
 def test_a_step_lost_by_the_recorder_leaves_its_episode_unrebuildable(
@@ -310,7 +310,7 @@ def test_a_task_list_run_keeps_the_marks_and_frame_too(
         max_steps=2,
     )
     (log,) = (tmp_path / "results").rglob(BETTER_LOG)
-    steps = json.loads(log.read_text())["steps"]
+    steps = json.loads(log.read_text(encoding="utf-8"))["steps"]
     assert all({"masks", "frame"} <= set(step) for step in steps)
     assert main(["replay", str(log.parent)]) == 0
     assert capsys.readouterr().out.endswith("2 step(s) replayed, 0 differ\n")

@@ -107,12 +107,15 @@ def _folder_run(directory: Path, config: AgentConfig) -> tuple[Path, FakeClient]
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (path / jsonl.TRAJECTORY_FILE).read_text().splitlines()]
+    return [
+        json.loads(line)
+        for line in (path / jsonl.TRAJECTORY_FILE).read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def _write_lines(path: Path, lines: list[dict[str, Any]]) -> None:
     text = "".join(json.dumps(line) + "\n" for line in lines)
-    (path / jsonl.TRAJECTORY_FILE).write_text(text)
+    (path / jsonl.TRAJECTORY_FILE).write_text(text, encoding="utf-8")
 
 
 def _make_older(path: Path) -> None:
@@ -258,7 +261,7 @@ def test_a_bad_setting_on_a_line_names_it(
 
 def test_a_folder_keeps_the_other_settings_in_params_only_when_set(tmp_path: Path) -> None:
     plain, _ = _folder_run(tmp_path / "plain", _config(observation_type="a11y_tree"))
-    params = json.loads((plain / BETTER_LOG).read_text())["params"]
+    params = json.loads((plain / BETTER_LOG).read_text(encoding="utf-8"))["params"]
     assert not {"ubuntu_attributes", "som_test_original", "custom_client_password"} & set(params)
     config = _config(
         observation_type="som",
@@ -269,7 +272,7 @@ def test_a_folder_keeps_the_other_settings_in_params_only_when_set(tmp_path: Pat
         client_password=SECRET,
     )
     folder, _ = _folder_run(tmp_path / "set", config)
-    params = json.loads((folder / BETTER_LOG).read_text())["params"]
+    params = json.loads((folder / BETTER_LOG).read_text(encoding="utf-8"))["params"]
     assert (params["max_trajectory_length"], params["a11y_tree_max_tokens"]) == (1, 300)
     assert params["ubuntu_attributes"] is params["som_test_original"] is True
     assert params["custom_client_password"] is True
@@ -309,9 +312,9 @@ def test_a_reference_folder_states_the_defaults(tmp_path: Path) -> None:
 )
 def test_a_bad_flag_in_params_is_a_clear_error(tmp_path: Path, key: str) -> None:
     folder, _ = _folder_run(tmp_path, _config(observation_type="a11y_tree"))
-    log = json.loads((folder / BETTER_LOG).read_text())
+    log = json.loads((folder / BETTER_LOG).read_text(encoding="utf-8"))
     log["params"][key] = "yes"
-    (folder / BETTER_LOG).write_text(json.dumps(log))
+    (folder / BETTER_LOG).write_text(json.dumps(log), encoding="utf-8")
     with pytest.raises(TrajectoryError, match=rf"params\.{key} must be true or false"):
         load_recording(folder)
 
@@ -454,7 +457,9 @@ def test_the_cli_sets_the_two_flags_and_records_them(
             else:
                 target.write_text(str(data), encoding="utf-8")
     replies = tmp_path / "replies.jsonl"
-    replies.write_text("".join(json.dumps({"response": CLICK}) + "\n" for _ in NAMES))
+    replies.write_text(
+        "".join(json.dumps({"response": CLICK}) + "\n" for _ in NAMES), encoding="utf-8"
+    )
     flags = ["--ubuntu-attributes", "--som-test-original"]
     common = ["--observation-type", "a11y_tree", "--instruction", TASK.instruction]
     run = ["run", str(observations), "--model", f"replay:{replies}", *common]
@@ -462,7 +467,8 @@ def test_the_cli_sets_the_two_flags_and_records_them(
     assert main([*run, "--out", str(tmp_path / "off")]) == 0
     capsys.readouterr()
     lines = [
-        json.loads(line) for line in (tmp_path / "on/trajectory.jsonl").read_text().splitlines()
+        json.loads(line)
+        for line in (tmp_path / "on/trajectory.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     assert all(line["ubuntu_attributes"] and line["som_test_original"] for line in lines)
 

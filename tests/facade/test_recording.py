@@ -179,10 +179,10 @@ def test_an_empty_directory_is_refused_not_taken_as_the_current_one(
 ) -> None:
     """Path("") is the current directory: with overwrite it lost its step files; now refused."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "trajectory.jsonl").write_text("{}\n")
+    (tmp_path / "trajectory.jsonl").write_text("{}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="directory needs a path; got the empty path"):
         TrajectoryRecorder(directory, overwrite=True)
-    assert (tmp_path / "trajectory.jsonl").read_text() == "{}\n"
+    assert (tmp_path / "trajectory.jsonl").read_text(encoding="utf-8") == "{}\n"
 
 
 def test_a_recorded_folder_is_a_replay_environment(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ def test_observation_names_sort_and_skip_marks(tmp_path: Path) -> None:
     """Stems are served in sorted order; `*_som.png` images and other files are not observations."""
     folder = observation_folder(tmp_path / "obs")
     (folder / "01_mousepad_notes_som.png").write_bytes(b"x")
-    (folder / "notes.txt").write_text("x")
+    (folder / "notes.txt").write_text("x", encoding="utf-8")
     assert observation_names(folder) == tuple(f"{i:02d}_{n}" for i, n in enumerate(SMALL, 1))
 
 
@@ -160,13 +160,13 @@ def test_a_result_folder_is_served_in_step_order_not_name_order(tmp_path: Path) 
     in name order, ties broken by name, so every run sees the same order."""
     folder = tmp_path / "result"
     folder.mkdir()
-    (folder / "better_log.json").write_text("{}")
+    (folder / "better_log.json").write_text("{}", encoding="utf-8")
     stems = ["step_0"]
     for step in range(1, 13):
         stems.append(f"step_{step}_20261126@1200{step:02d}")
     stems.insert(3, "step_3_20261126@120002")  # two actions in step 3, the earlier one first
     for stem in stems:
-        (folder / f"{stem}.xml").write_text("<desktop-frame/>")
+        (folder / f"{stem}.xml").write_text("<desktop-frame/>", encoding="utf-8")
     assert observation_names(folder, follow_links=False) == tuple(stems)
     assert ReplayEnv(folder).names == tuple(stems)
     # A stray file in a result folder keeps the steps in step order, and comes after them.
@@ -175,7 +175,7 @@ def test_a_result_folder_is_served_in_step_order_not_name_order(tmp_path: Path) 
     mixed = tmp_path / "mine"
     mixed.mkdir()
     for stem in ("step_2", "start", "step_10", "step_01", "step_1"):
-        (mixed / f"{stem}.xml").write_text("<desktop-frame/>")
+        (mixed / f"{stem}.xml").write_text("<desktop-frame/>", encoding="utf-8")
     assert observation_names(mixed) == ("start", "step_01", "step_1", "step_10", "step_2")
     (mixed / "start.xml").unlink()
     assert observation_names(mixed) == ("step_01", "step_1", "step_2", "step_10")

@@ -131,7 +131,7 @@ def test_a_script_that_states_no_frame_is_read_in_the_agents_frame(tmp_path: Pat
     """A hand-written script (lines naming no model) states no frame: its replies are read as
     a live model's, in the agent's own frame."""
     script = tmp_path / "script.jsonl"
-    script.write_text(json.dumps({"response": CLICK_REPLY}) + "\n")
+    script.write_text(json.dumps({"response": CLICK_REPLY}) + "\n", encoding="utf-8")
     model = f"replay:{script}"
     config = AgentConfig(
         model=model, observation_type="screenshot", action_space="pyautogui", scaling="claude"
@@ -146,14 +146,16 @@ def test_an_osharm_fork_folder_records_the_frame_it_read_the_prefix_in(
     in, so `replay` of the folder agrees and a fork of it gives the same actions."""
     recorded = _record_unscaled(tmp_path / "rec")
     task = observation_folder(tmp_path / "task", (SMALL[0], SMALL[1], SMALL[0]))
-    (task / "task.json").write_text(json.dumps({"id": "_fork", "instruction": "Open the menu"}))
+    (task / "task.json").write_text(
+        json.dumps({"id": "_fork", "instruction": "Open the menu"}), encoding="utf-8"
+    )
     live = tmp_path / "live.jsonl"
-    live.write_text(json.dumps({"response": "DONE"}) + "\n")
+    live.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     argv = ["run", str(task), "--model", f"replay:{live}", "--fork", str(tmp_path / "rec")]
     argv += ["--at", "2", "--observation-type", "screenshot", "--scaling", "claude"]
     assert main([*argv, "--out", str(tmp_path / "out"), "--format", "osharm"]) == 0
     (folder,) = (tmp_path / "out").glob("*/*/*/local/_fork")
-    steps = json.loads((folder / "better_log.json").read_text())["steps"]
+    steps = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))["steps"]
     assert [s["actions"] for s in steps] == [*recorded, ["DONE"]]
     assert [s["reply_frame"]["image_width"] for s in steps[:2]] == [1920, 1920]
     assert "reply_frame" not in steps[2]

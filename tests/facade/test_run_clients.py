@@ -71,7 +71,7 @@ def test_task_directories_of_one_model_share_its_client(
     tasks = []
     for name in ("a", "b", "c"):
         task = observation_folder(tmp_path / name, ("mousepad_notes",))
-        (task / "task.json").write_text(json.dumps({"instruction": f"Do {name}"}))
+        (task / "task.json").write_text(json.dumps({"instruction": f"Do {name}"}), encoding="utf-8")
         tasks.append(str(task))
     with LoopbackServer() as server:
         server.route("POST", r".*/chat/completions", lambda _: Reply(200, chat_completion(CLICK)))
@@ -89,12 +89,18 @@ def test_each_task_gets_its_own_replay_client_however_the_scheme_is_spelled(
     """A replay client keeps its place in its recording: shared, the second task would
     start at the first task's second reply."""
     script = tmp_path / "script.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE")), encoding="utf-8"
+    )
     tasks = [str(observation_folder(tmp_path / name, ("mousepad_notes",))) for name in "ab"]
     argv = ["run", *tasks, "--model", f"{spelling}{script}", "--out", str(tmp_path / "out")]
     assert main([*argv, "--instruction", "x", "--max-steps", "1"]) == 0
     for name in "ab":
-        line = (tmp_path / "out" / name / "trajectory.jsonl").read_text().splitlines()[0]
+        line = (
+            (tmp_path / "out" / name / "trajectory.jsonl")
+            .read_text(encoding="utf-8")
+            .splitlines()[0]
+        )
         assert json.loads(line)["actions"] == ["WAIT"]
     assert capsys.readouterr().out.count("summary [") == 2
 

@@ -29,6 +29,7 @@ from adapters.runs.progress import printable
 from adapters.testing import FakeClient
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
+from tests.conftest import file_system_names
 from tests.facade.helpers import observation_folder, write_task_list
 from tests.strategies import any_text
 
@@ -181,7 +182,9 @@ def test_the_cli_prints_the_summary_table_and_progress_on_request(
     meta, examples = _task_list(tmp_path)
     desktop = observation_folder(tmp_path / "obs")
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     argv = [
         "run",
         "--tasks", str(meta),
@@ -236,15 +239,24 @@ def test_an_error_detail_cannot_send_terminal_escapes() -> None:
     assert _one_line("a\u202eb") == "a\\u202eb"
 
 
+#: A task id that forges a line, sets the terminal's title and holds two line breaks.
+EVIL_ID = "evil\n[os-x] finished, score 1.0\x1b]0;owned\x07\x1b[2K\u2028\x85"
+
+
+@pytest.mark.skipif(
+    not file_system_names(EVIL_ID),
+    reason="this file-system encoding cannot name the id's task file or result folder",
+)
 def test_task_ids_cannot_forge_output_lines_or_send_terminal_escapes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An id holding a newline, ESC and BEL reached the task and step lines raw: it could write
     a line of its own (`[os-x] finished, score 1.0`) and set the terminal's title."""
-    evil = "evil\n[os-x] finished, score 1.0\x1b]0;owned\x07\x1b[2K\u2028\x85"
-    meta, examples = write_task_list(tmp_path, {"os": [evil]})
+    meta, examples = write_task_list(tmp_path, {"os": [EVIL_ID]})
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     argv = [
         "run",
         "--tasks", str(meta),

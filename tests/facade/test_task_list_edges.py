@@ -33,6 +33,7 @@ from adapters.testing import FakeClient
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, arun_episode, run_episode
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
+from osharm_core.errors import excerpt
 from tests.facade.helpers import observation_folder, write_task_list
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
@@ -118,7 +119,7 @@ def test_bad_task_files_and_domains_are_named(tmp_path: Path) -> None:
     meta, examples = write_task_list(tmp_path, {"os": ["_a"], "chrome": ["_b"]})
     with pytest.raises(TrajectoryError, match=r"has no domain 'Chrome' \(it has: chrome, os\)"):
         load_task_list(meta, examples, domain="Chrome")
-    (examples / "os" / "_a.json").write_text("[" * 100_000 + "]" * 100_000)
+    (examples / "os" / "_a.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     with pytest.raises(TrajectoryError, match=r"_a\.json: its JSON is nested too deeply"):
         load_task_list(meta, examples)
 
@@ -276,7 +277,7 @@ def test_an_environments_own_timeout_is_not_taken_for_the_episode_limit(tmp_path
                 lambda t: in_thread(TimingOutEnv(desktop)),
             )
         )
-    lines = (next((tmp_path / "r").rglob("traj.jsonl"))).read_text().splitlines()
+    lines = (next((tmp_path / "r").rglob("traj.jsonl"))).read_text(encoding="utf-8").splitlines()
     assert lines == [json.dumps({"Error": "Time limit exceeded in os/_a"})]  # written once
 
 
@@ -302,7 +303,7 @@ def test_an_episode_whose_last_file_is_written_as_the_limit_passes_is_finished(
     )
     assert (outcome.status, outcome.score) == ("finished", None)
     assert is_finished(outcome.folder)
-    assert "Error" not in (outcome.folder / "traj.jsonl").read_text()
+    assert "Error" not in (outcome.folder / "traj.jsonl").read_text(encoding="utf-8")
 
 
 class WaitingEnv(ReplayEnv):
@@ -553,7 +554,11 @@ def test_a_run_cap_reached_before_an_episodes_first_request_stops_it_unfinished(
         assert outcome.status == status
         assert "budget exceeded" in outcome.detail
         assert is_finished(outcome.folder) == (scope == "episode")
-        errors = (outcome.folder / "traj.jsonl").read_text() if scope == "episode" else ""
+        errors = (
+            (outcome.folder / "traj.jsonl").read_text(encoding="utf-8")
+            if scope == "episode"
+            else ""
+        )
         assert ("Budget exceeded" in errors) == (scope == "episode")
 
 
@@ -582,18 +587,20 @@ def test_a_task_list_naming_a_file_outside_its_examples_is_refused_before_any_is
     any example is read (the good task listed before it included)."""
     secret = tmp_path / "secret"
     secret.mkdir()
-    (secret / "x.json").write_text(json.dumps({"instruction": "SECRET"}))
-    (tmp_path / "abs.json").write_text(json.dumps({"instruction": "SECRET"}))
+    (secret / "x.json").write_text(json.dumps({"instruction": "SECRET"}), encoding="utf-8")
+    (tmp_path / "abs.json").write_text(json.dumps({"instruction": "SECRET"}), encoding="utf-8")
     name = name.replace("/ABSOLUTE", str(tmp_path))
     meta, examples = write_task_list(tmp_path, {"os": ["_good"]})
     index = {"os": ["_good", name]} if where == "id" else {"os": ["_good"], name: ["x"]}
-    meta.write_text(json.dumps(index))
-    (examples / "os" / "_good.json").write_text("not JSON: reading it would fail first")
+    meta.write_text(json.dumps(index), encoding="utf-8")
+    (examples / "os" / "_good.json").write_text(
+        "not JSON: reading it would fail first", encoding="utf-8"
+    )
     with pytest.raises(TrajectoryError) as caught:
         load_task_list(meta, examples)
     message = str(caught.value)
     assert message.startswith(f"{meta}: {where} ")
-    assert repr(name) in message
+    assert excerpt(name) in message  # (an absolute path is cut at 80 characters)
     assert "is not a plain file name" in message
 
 
@@ -604,11 +611,13 @@ def test_the_cli_refuses_a_task_list_id_outside_its_examples_and_runs_nothing(
     `../../private/leak` served a host directory's files to the model."""
     meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
     observation_folder(tmp_path / "private" / "leak")
-    (tmp_path / "private" / "leak.json").write_text(json.dumps({"instruction": "outside"}))
+    (tmp_path / "private" / "leak.json").write_text(
+        json.dumps({"instruction": "outside"}), encoding="utf-8"
+    )
     (tmp_path / "desktops" / "os").mkdir(parents=True)
-    meta.write_text(json.dumps({"os": ["../../private/leak"]}))
+    meta.write_text(json.dumps({"os": ["../../private/leak"]}), encoding="utf-8")
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     argv = [
         "run", "--tasks", str(meta), "--examples", str(examples),
         "--observations", str(tmp_path / "desktops"), "--model", f"replay:{script}",
@@ -624,10 +633,10 @@ def test_a_task_list_naming_a_domain_twice_is_refused(tmp_path: Path) -> None:
     """JSON readers keep a repeated key's last value: `{"os": ["a", "b"], "os": ["c"]}` ran only
     c, silently dropping a and b."""
     meta, examples = write_task_list(tmp_path, {"os": ["a", "b", "c"], "chrome": ["d"]})
-    meta.write_text('{"os": ["a", "b"], "chrome": ["d"], "os": ["c"]}')
+    meta.write_text('{"os": ["a", "b"], "chrome": ["d"], "os": ["c"]}', encoding="utf-8")
     with pytest.raises(TrajectoryError, match=r"meta\.json names 'os' twice"):
         load_task_list(meta, examples)
-    meta.write_text('{"os": ["a", "b"], "chrome": ["d"]}')
+    meta.write_text('{"os": ["a", "b"], "chrome": ["d"]}', encoding="utf-8")
     assert [t.example_id for t in load_task_list(meta, examples)] == ["a", "b", "d"]
 
 
@@ -639,7 +648,8 @@ def test_a_task_file_holding_a_number_json_cannot_is_refused(tmp_path: Path, num
     (examples / "os" / "_a.json").write_text(
         '{"id": "_a", "instruction": "x", "config": [{"type": "sleep", "parameters": {"seconds": '
         + number
-        + "}}]}"
+        + "}}]}",
+        encoding="utf-8",
     )
     with pytest.raises(TrajectoryError, match=rf"_a\.json: it holds '{number}', not a finite"):
         load_task_list(meta, examples)

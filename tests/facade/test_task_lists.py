@@ -62,7 +62,7 @@ def test_a_task_list_is_read_in_its_order(tmp_path: Path) -> None:
     (examples / "os" / "_second.json").unlink()
     with pytest.raises(TrajectoryError, match=r"_second\.json"):
         load_task_list(meta, examples)
-    meta.write_text('["not", "a", "mapping"]')
+    meta.write_text('["not", "a", "mapping"]', encoding="utf-8")
     with pytest.raises(TrajectoryError, match="expected an object"):
         load_task_list(meta, examples)
 
@@ -104,7 +104,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_task(tmp_path: Path)
         assert is_finished(folder)
         steps = load_result_folder(folder)
         assert [e.response for e in steps] == [CLICK, CLICK, "DONE"]
-        lines = (folder / "traj.jsonl").read_text().splitlines()
+        lines = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
         assert [json.loads(line)["step_num"] for line in lines] == [1, 2, 3]
 
 
@@ -114,7 +114,9 @@ def test_the_cli_runs_a_task_list_and_resumes(
     meta, examples = _task_list(tmp_path)
     desktop = observation_folder(tmp_path / "obs")
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     argv = [
         "run",
         "--tasks", str(meta),
@@ -143,7 +145,9 @@ def test_a_replay_of_a_tree_of_result_folders_refuses_tasks_it_holds_no_recordin
     meta, examples = _task_list(tmp_path)
     desktop = observation_folder(tmp_path / "obs")
     script = tmp_path / "replies.jsonl"
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
+    )
     common = [
         "run", "--tasks", str(meta), "--examples", str(examples),
         "--observations", str(desktop), "--observation-type", "a11y_tree",
@@ -167,7 +171,7 @@ def test_a_replay_of_a_tree_of_result_folders_refuses_tasks_it_holds_no_recordin
     replayed = attrs.evolve(CONFIG, model=f"replay:{root}")
     finished = result_folder(tmp_path / "again", replayed, "os", "_second")
     finished.mkdir(parents=True)
-    (finished / "result.txt").write_text("1")
+    (finished / "result.txt").write_text("1", encoding="utf-8")
     assert main(again) == 0
     assert "[os/_second] skipped" in capsys.readouterr().out
 
@@ -263,7 +267,9 @@ def _native_recording(folder: Path, checks: list[list[str]] | None = None) -> Pa
                 "continuation": continuation,
             }
         )
-    (folder / "trajectory.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (folder / "trajectory.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8"
+    )
     return folder
 
 
@@ -318,16 +324,20 @@ def test_the_cli_forks_into_an_osharm_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     task = observation_folder(tmp_path / "task")
-    (task / "task.json").write_text(json.dumps({"id": "_fork", "instruction": "Open the menu"}))
+    (task / "task.json").write_text(
+        json.dumps({"id": "_fork", "instruction": "Open the menu"}), encoding="utf-8"
+    )
     recorded = tmp_path / "recorded.jsonl"
-    recorded.write_text("".join(json.dumps({"response": r}) + "\n" for r in (CLICK, CLICK)))
+    recorded.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, CLICK)), encoding="utf-8"
+    )
     live = tmp_path / "live.jsonl"
-    live.write_text(json.dumps({"response": "DONE"}) + "\n")
+    live.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     out = tmp_path / "results"
     argv = ["run", str(task), "--model", f"replay:{live}", "--fork", str(recorded), "--at", "2"]
     assert main([*argv, "--out", str(out), "--format", "osharm"]) == 0, capsys.readouterr()
     (folder,) = out.glob("*/*/*/local/_fork")
-    log = json.loads((folder / "better_log.json").read_text())
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
     assert log["fork"] == {"source": str(recorded), "at": 2}
     assert [s["response"] for s in log["steps"]] == [CLICK, CLICK, "DONE"]
 
@@ -357,9 +367,11 @@ def _many_tasks(root: Path, count: int) -> tuple[Path, Path]:
     examples.mkdir(parents=True)
     ids = [f"_task{n}" for n in range(count)]
     for example_id in ids:
-        (examples / f"{example_id}.json").write_text(json.dumps({"instruction": example_id}))
+        (examples / f"{example_id}.json").write_text(
+            json.dumps({"instruction": example_id}), encoding="utf-8"
+        )
     meta = root / "meta.json"
-    meta.write_text(json.dumps({"os": ids}))
+    meta.write_text(json.dumps({"os": ids}), encoding="utf-8")
     return meta, root / "examples"
 
 
@@ -402,7 +414,7 @@ def test_workers_run_episodes_at_once_and_resume_after_a_kill(tmp_path: Path) ->
     assert 1 < _CountingEnv.most <= 4
     for task in tasks:
         folder = result_folder(results, CONFIG, "os", task.example_id)
-        lines = (folder / "traj.jsonl").read_text().splitlines()
+        lines = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
         assert [json.loads(line)["step_num"] for line in lines] == [1, 2, 3]
 
 
@@ -430,7 +442,7 @@ def test_an_episode_past_its_time_limit_fails_with_the_error_line(tmp_path: Path
     (outcome,) = outcomes
     assert outcome.status == "failed"
     assert "longer than 0.1 s" in outcome.detail
-    last = json.loads((outcome.folder / "traj.jsonl").read_text().splitlines()[-1])
+    last = json.loads((outcome.folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert last == {"Error": "Time limit exceeded in os/_task0"}
     assert not is_finished(outcome.folder)
 
@@ -481,6 +493,6 @@ def test_a_task_whose_setup_fails_fails_alone_and_a_rerun_tries_it_again(
     assert run(refuse="_second") == ["finished", "failed", "finished"]
     folder = result_folder(results, CONFIG, "os", "_second")
     assert not is_finished(folder)
-    lines = (folder / "traj.jsonl").read_text().splitlines()
+    lines = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines == ['{"Error": "Time limit exceeded in os/_second"}']
     assert run(refuse="nothing") == ["skipped", "finished", "skipped"]

@@ -52,7 +52,9 @@ NOTHING = "I see nothing to do yet."
 
 
 def _tree(name: str) -> str:
-    return linearize_accessibility_tree((OBSERVATIONS / f"{name}.xml").read_text(), "ubuntu")
+    return linearize_accessibility_tree(
+        (OBSERVATIONS / f"{name}.xml").read_text(encoding="utf-8"), "ubuntu"
+    )
 
 
 def _clock() -> Any:
@@ -131,11 +133,17 @@ def test_a_paced_episode_sees_one_observation_per_turn(tmp_path: Path, threaded:
     for step in log["steps"]:
         assert (folder / step["screenshot_file"]).is_file()
     assert log["steps"][2]["screenshot_file"].startswith("step_2_")  # after the empty turn
-    lines = [json.loads(x) for x in (folder / "traj.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert [line["step_num"] for line in lines] == [1, 1, 3, 4]
     entries = load_result_folder(folder)
-    trees = [(folder / e.accessibility_tree).read_text() for e in entries if e.accessibility_tree]
-    assert trees == [(OBSERVATIONS / f"{n}.xml").read_text() for n in NAMES]
+    trees = [
+        (folder / e.accessibility_tree).read_text(encoding="utf-8")
+        for e in entries
+        if e.accessibility_tree
+    ]
+    assert trees == [(OBSERVATIONS / f"{n}.xml").read_text(encoding="utf-8") for n in NAMES]
 
 
 def test_a_paced_episode_ends_when_an_empty_turn_runs_out(tmp_path: Path) -> None:
@@ -150,13 +158,13 @@ def test_a_paced_episode_ends_when_an_empty_turn_runs_out(tmp_path: Path) -> Non
 
 
 def _replies(path: Path, replies: list[str]) -> Path:
-    path.write_text("".join(json.dumps({"response": r}) + "\n" for r in replies))
+    path.write_text("".join(json.dumps({"response": r}) + "\n" for r in replies), encoding="utf-8")
     return path
 
 
 def _task(tmp_path: Path, names: tuple[str, ...] = NAMES) -> Path:
     task = observation_folder(tmp_path / "task", names)
-    (task / "task.json").write_text(json.dumps({"instruction": "Save the notes"}))
+    (task / "task.json").write_text(json.dumps({"instruction": "Save the notes"}), encoding="utf-8")
     return task
 
 
@@ -173,7 +181,9 @@ def test_both_formats_show_the_model_the_same_observations(
     capsys.readouterr()
     recorded = read_trajectory(tmp_path / "j")
     jsonl_trees = [
-        linearize_accessibility_tree((tmp_path / "j" / e.accessibility_tree).read_text(), "ubuntu")
+        linearize_accessibility_tree(
+            (tmp_path / "j" / e.accessibility_tree).read_text(encoding="utf-8"), "ubuntu"
+        )
         for e in recorded
         if e.accessibility_tree
     ]
@@ -265,15 +275,17 @@ def test_a_step_without_a_screenshot_names_none_and_keeps_its_own_tree(
     assert shots[0] == "step_0.png"
     assert shots[1] is None
     assert shots[2].startswith("step_2_")
-    lines = [json.loads(x) for x in (folder / "traj.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert lines[0]["screenshot_file"] is None
     for name in [*shots, *(line["screenshot_file"] for line in lines)]:
         assert name is None or (folder / name).is_file()
     entries = load_result_folder(folder)
     assert entries[1].screenshot is None
     assert entries[1].accessibility_tree == f"step_1_{lines[0]['action_timestamp']}.xml"
-    assert [(folder / str(e.accessibility_tree)).read_text() for e in entries] == [
-        (OBSERVATIONS / f"{n}.xml").read_text() for n in NAMES[:3]
+    assert [(folder / str(e.accessibility_tree)).read_text(encoding="utf-8") for e in entries] == [
+        (OBSERVATIONS / f"{n}.xml").read_text(encoding="utf-8") for n in NAMES[:3]
     ]
     rebuilt = rebuild_step(folder, 2).request.observation.accessibility_tree
     assert rebuilt is not None
@@ -296,7 +308,7 @@ def test_a_same_second_action_without_a_screenshot_leaves_no_stale_png(tmp_path:
     writer.action(1, "x", first, 0.0, False, {})
     writer.action(1, "y", {"screenshot": None, "accessibility_tree": "<b/>"}, 0.0, False, {})
     assert not (folder / "step_1_20261123@120000.png").exists()
-    assert (folder / "step_1_20261123@120000.xml").read_text() == "<b/>"
+    assert (folder / "step_1_20261123@120000.xml").read_text(encoding="utf-8") == "<b/>"
     assert writer.last_screenshot is None
 
 
@@ -308,15 +320,17 @@ def test_a_folder_naming_a_stale_screenshot_reads_back_with_the_step_s_own_tree(
     folder = tmp_path / "old"
     folder.mkdir()
     (folder / "step_0.png").write_bytes(b"png")
-    (folder / "step_0.xml").write_text("<zero/>")
-    (folder / "step_1_20250101@100000.xml").write_text("<one/>")
+    (folder / "step_0.xml").write_text("<zero/>", encoding="utf-8")
+    (folder / "step_1_20250101@100000.xml").write_text("<one/>", encoding="utf-8")
     steps = [
         {"a11y_tree": None, "screenshot_file": "step_0.png", "response": CLICK, "actions": []},
         {"a11y_tree": None, "screenshot_file": "step_0.png", "response": "DONE", "actions": []},
     ]
-    (folder / "better_log.json").write_text(json.dumps({"params": {}, "task": {}, "steps": steps}))
+    (folder / "better_log.json").write_text(
+        json.dumps({"params": {}, "task": {}, "steps": steps}), encoding="utf-8"
+    )
     line = {"step_num": 1, "action_timestamp": "20250101@100000", "action": "x"}
-    (folder / "traj.jsonl").write_text(json.dumps(line) + "\n{torn")
+    (folder / "traj.jsonl").write_text(json.dumps(line) + "\n{torn", encoding="utf-8")
     first, second = load_result_folder(folder)
     assert (first.screenshot, first.accessibility_tree) == ("step_0.png", "step_0.xml")
     assert (second.screenshot, second.accessibility_tree) == (None, "step_1_20250101@100000.xml")

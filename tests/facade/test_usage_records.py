@@ -250,7 +250,7 @@ def test_a_summary_with_an_estimate_in_it_says_so(
     script = tmp_path / "r.jsonl"
     lines = [{"response": CLICK, "usage": {"input_tokens": 50, "output_tokens": 10}}]
     lines.append({"response": CLICK})
-    script.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    script.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     code, out, _ = _run(
         capsys, "run", str(folder), "--model", f"replay:{script}", "--out", str(tmp_path / "o"),
         "--max-steps", "2", *INSTRUCTION,

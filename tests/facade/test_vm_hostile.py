@@ -247,7 +247,7 @@ def test_a_result_folder_stays_readable_however_much_each_command_prints(
     args = _args(tmp_path, "--env-url", vm_server.base_url, "--settle", "0")
     assert main(args) == 0
     (folder,) = (tmp_path / "results").glob("pyautogui/a11y_tree/*/os/_a")
-    (line, _) = (folder / "traj.jsonl").read_text().splitlines()
+    (line, _) = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(line) < 100_000
     assert json.loads(line)["info"]["execute"]["output_chars"] == 4_000_000
     assert len(load_result_folder(folder)) == 2

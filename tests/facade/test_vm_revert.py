@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import shlex
 import shutil
 import threading
 import time
@@ -95,11 +96,13 @@ def test_a_vm_that_does_not_come_back_or_a_failing_revert_is_an_environment_fail
 def test_a_revert_command_runs_in_a_shell_that_knows_its_vm(tmp_path: Path) -> None:
     said = tmp_path / "said"
     command = RevertCommand(
-        f'echo "$OSHARM_VM_INDEX $OSHARM_VM_URL" >> {said}', vm_url="http://vm:5000", vm_index=2
+        f'echo "$OSHARM_VM_INDEX $OSHARM_VM_URL" >> {shlex.quote(str(said))}',
+        vm_url="http://vm:5000",
+        vm_index=2,
     )
     command()
     command()
-    assert said.read_text() == "2 http://vm:5000\n" * 2
+    assert said.read_text(encoding="utf-8") == "2 http://vm:5000\n" * 2
     assert pickle.loads(pickle.dumps(command)) == command  # a Ray worker can run it
 
 
@@ -135,12 +138,12 @@ def test_env_revert_restores_each_vm_before_each_task(
 ) -> None:
     with LoopbackServer() as other:
         said = tmp_path / "reverts"
-        revert = f'echo "$OSHARM_VM_INDEX" >> {said}'
+        revert = f'echo "$OSHARM_VM_INDEX" >> {shlex.quote(str(said))}'
         urls = ("--env-url", vm_server.base_url, "--env-url", serve_vm(other).base_url)
         argv = _args(tmp_path, *urls, "--workers", "2")
         assert main([*argv, "--env-revert", revert]) == 0
         assert "summary: 3 task(s): 3 finished" in capsys.readouterr().out
-        lines = said.read_text().split()
+        lines = said.read_text(encoding="utf-8").split()
         assert len(lines) == 3
         assert set(lines) <= {"0", "1"}
 

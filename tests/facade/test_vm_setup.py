@@ -446,11 +446,13 @@ def test_a_task_with_setup_steps_runs_through_env_url(
         _step("activate_window", window_name="gedit"),
     ]
     task = {"id": "_a", "instruction": "Write a note", "config": steps}
-    (examples / "_a.json").write_text(json.dumps(task))
-    (tmp_path / "meta.json").write_text(json.dumps({"os": ["_a"]}))
+    (examples / "_a.json").write_text(json.dumps(task), encoding="utf-8")
+    (tmp_path / "meta.json").write_text(json.dumps({"os": ["_a"]}), encoding="utf-8")
     script = tmp_path / "replies.jsonl"
     replies = ['```json\n{"action_type": "TYPING", "text": "hi \'there\'"}\n```', "DONE"]
-    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in replies))
+    script.write_text(
+        "".join(json.dumps({"response": r}) + "\n" for r in replies), encoding="utf-8"
+    )
     argv = [
         "run",
         "--tasks", str(tmp_path / "meta.json"),
@@ -486,8 +488,8 @@ def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
     }
     for task_id, steps in tasks.items():
         config = {"id": task_id, "instruction": "Do it", "config": steps}
-        (examples / f"{task_id}.json").write_text(json.dumps(config))
-    (tmp_path / "meta.json").write_text(json.dumps({"chrome": list(tasks)}))
+        (examples / f"{task_id}.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "meta.json").write_text(json.dumps({"chrome": list(tasks)}), encoding="utf-8")
     vm.route(
         "POST",
         "/setup/launch",
@@ -496,7 +498,7 @@ def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
         ),
     )
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     argv = [
         "run",
         "--tasks", str(tmp_path / "meta.json"),
@@ -520,7 +522,7 @@ def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
     for task_id in ("_tabs", "_broken"):
         (folder,) = root.glob(f"*/chrome/{task_id}")
         assert not (folder / "result.txt").exists()  # unfinished: a rerun tries it again
-        (line,) = (folder / "traj.jsonl").read_text().splitlines()
+        (line,) = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
         assert json.loads(line) == {"Error": f"Time limit exceeded in chrome/{task_id}"}
 
 

@@ -70,7 +70,7 @@ def test_billion_laughs_in_tagging() -> None:
 def test_file_entity_is_never_read(tmp_path: Path) -> None:
     """An external entity naming a file is refused without opening it (a FIFO would block)."""
     secret = tmp_path / "secret.txt"
-    secret.write_text("TOP-SECRET-CONTENT")
+    secret.write_text("TOP-SECRET-CONTENT", encoding="utf-8")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for target in (secret, fifo):
@@ -93,7 +93,7 @@ def test_file_entity_is_never_read(tmp_path: Path) -> None:
             worker.start()
             worker.join(timeout=10)
             if worker.is_alive():  # the parser opened the FIFO: release it, then fail
-                with open(fifo, "w") as unblock:
+                with open(fifo, "w", encoding="utf-8") as unblock:
                     unblock.write("x")
                 pytest.fail(f"parser opened {target}")
             (result,) = outcome

@@ -200,7 +200,7 @@ def test_the_file_helpers_work_where_os_lacks_the_posix_flags(
     still refused where links are not followed (checked with lstat first)."""
     for name in POSIX_ONLY:
         monkeypatch.delattr(os, name, raising=False)
-    (tmp_path / "p.json").write_text("{}")
+    (tmp_path / "p.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ConfigError, match="expected an object with a 'models' list"):
         PriceTable.from_file(tmp_path / "p.json")
     assert read_regular(tmp_path / "p.json", "x", 10) == b"{}"
@@ -215,7 +215,7 @@ def test_the_file_helpers_work_where_os_lacks_the_posix_flags(
         b"one\ntwo\n",
     ]
     victim = tmp_path / "victim"
-    victim.write_text("precious")
+    victim.write_text("precious", encoding="utf-8")
     (tmp_path / "link").symlink_to(victim)
     with pytest.raises(TrajectoryError, match="link is a symbolic link; not following it"):
         read_regular(tmp_path / "link", "x", 100, TrajectoryError, follow_links=False)
@@ -223,7 +223,7 @@ def test_the_file_helpers_work_where_os_lacks_the_posix_flags(
         _fsync_append(tmp_path / "link", b"x")
     with pytest.raises(ValueError, match="link already exists"):
         create_file(tmp_path / "link", b"x")
-    assert victim.read_text() == "precious"
+    assert victim.read_text(encoding="utf-8") == "precious"
 
 
 def test_every_open_asks_for_binary_where_the_os_has_it(

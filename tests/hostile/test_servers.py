@@ -248,13 +248,14 @@ def test_redirects_are_never_followed_even_by_a_client_that_would(
 def test_a_trickling_body_is_cut_off_at_the_calls_deadline(
     server: LoopbackServer, mode: str
 ) -> None:
-    # One byte every 50 ms: each read is well inside the 5 s read timeout.
+    # One byte every 50 ms: each read is well inside the 5 s read timeout. The 2 s deadline
+    # leaves a loaded machine time for the 200 to arrive before it.
     server.enqueue(Reply(200, chat_completion("x" * 200), trickle=0.05))
-    client = _client(server, retry=RetryPolicy(attempts=3, wait=0.0, timeout=0.6))
+    client = _client(server, retry=RetryPolicy(attempts=3, wait=0.0, timeout=2.0))
     started = time.monotonic()
     with pytest.raises(DeadlineExceededError) as caught:
         _ask(client, mode)
-    assert time.monotonic() - started < 5.0  # (the whole trickle takes 12 s)
+    assert time.monotonic() - started < 6.0  # (the whole trickle takes 24 s)
     assert caught.value.status == 200
     assert caught.value.retryable is False
 

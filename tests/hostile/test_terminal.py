@@ -34,7 +34,7 @@ from adapters.trajectories.jsonl import parse_entry
 from osharm_core import Message, TextPart
 from tests.adapters.helpers import loopback_client
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, file_system_names
 from tests.strategies import terminal_json, terminal_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,19 +251,37 @@ def test_overlapping_cli_calls_put_the_process_hooks_back_once_the_last_ends(
 # --- run TASK_DIR: names from the task and its files -------------------------------------
 
 
+#: The task.json id of `_hostile_task`: an OSC 8 link, a bidi override, a carriage return.
+EVIL_ID = "x\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07\u202e\r[os/other] finished"
+
+
 def _hostile_task(tmp_path: Path) -> tuple[Path, str]:
     """A task directory whose name, task.json id and observation file name forge lines."""
     task = tmp_path / "task\x1b]0;T\x07"
     task.mkdir()
     shutil.copyfile(TREE, task / "a\x1b[2J\x1b]52;c;QUJD\x07\n[task] step 7: observation z.xml")
-    evil_id = "x\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07\u202e\r[os/other] finished"
-    (task / "task.json").write_text(json.dumps({"instruction": "do it", "id": evil_id}))
+    (task / "task.json").write_text(
+        json.dumps({"instruction": "do it", "id": EVIL_ID}), encoding="utf-8"
+    )
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n")
+    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     return task, f"replay:{script}"
 
 
-@pytest.mark.parametrize("form", ["jsonl", "osharm"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "jsonl",
+        pytest.param(
+            "osharm",
+            marks=pytest.mark.skipif(
+                not file_system_names(EVIL_ID),
+                reason="this file-system encoding cannot name the id's result folder "
+                "(tests/facade/test_locale.py runs that case)",
+            ),
+        ),
+    ],
+)
 def test_run_over_a_task_directory_escapes_names_in_its_lines(
     form: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -288,7 +306,7 @@ def test_an_unreadable_observation_with_a_hostile_name_is_one_escaped_line(
 ) -> None:
     task, model = _hostile_task(tmp_path)
     for xml in task.glob("*.xml"):
-        xml.write_text("<not xml")
+        xml.write_text("<not xml", encoding="utf-8")
     argv = ["run", str(task), "--model", model, "--out", str(tmp_path / "o")]
     assert main([*argv, "--observation-type", "a11y_tree"]) == 1
     out = capsys.readouterr().out
@@ -307,7 +325,7 @@ class _Terminal(io.StringIO):
 
 def _script(tmp_path: Path, reply: str) -> str:
     script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": reply}) + "\n")
+    script.write_text(json.dumps({"response": reply}) + "\n", encoding="utf-8")
     return f"replay:{script}"
 
 
@@ -357,7 +375,9 @@ def _page_task(tmp_path: Path) -> Path:
     task = tmp_path / "page"
     task.mkdir()
     (task / "a.xml").write_text(PAGE, encoding="utf-8")
-    (task / "task.json").write_text(json.dumps({"instruction": "do it\x1b]52;c;QUJD\x07"}))
+    (task / "task.json").write_text(
+        json.dumps({"instruction": "do it\x1b]52;c;QUJD\x07"}), encoding="utf-8"
+    )
     return task
 
 
@@ -400,7 +420,7 @@ def test_replay_json_escapes_c1_and_bidi_controls(
     code = "pyautogui.write('\u202e\x9b2J')"
     line = {"step": 1, "response": f"```python\n{code}\n```", "actions": [], "model": "gpt-4o"}
     line |= {"observation_type": "a11y_tree", "action_space": "pyautogui", "instruction": "x"}
-    (tmp_path / "trajectory.jsonl").write_text(json.dumps(line) + "\n")
+    (tmp_path / "trajectory.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     assert main(["replay", str(tmp_path), "--json"]) == 1
     out = capsys.readouterr().out
     assert not _raw_controls(out)

@@ -56,6 +56,7 @@ from adapters.trajectories.replay import (
 )
 from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
+from tests.conftest import write_named
 from tests.facade.helpers import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,12 +200,12 @@ def test_a_folder_holding_a_recording_s_files_is_refused_or_emptied(
     """Step files count as a recording as trajectory.jsonl does (they used to be written over,
     and a link followed); overwrite=True removes them, a link without its target."""
     victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
+    victim.write_text("precious", encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
     target = {"link": victim, "dangling-link": tmp_path / "made", "file": None}[planted]
     if target is None:
-        (out / name).write_text("old")
+        (out / name).write_text("old", encoding="utf-8")
     else:
         (out / name).symlink_to(target)
     with pytest.raises(TrajectoryExistsError, match="choose another directory or overwrite"):
@@ -212,7 +213,7 @@ def test_a_folder_holding_a_recording_s_files_is_refused_or_emptied(
     assert (out / name).is_symlink() == (target is not None)
     recorder = TrajectoryRecorder(out, overwrite=True)
     recorder.record(_step("x"))
-    assert victim.read_text() == "precious"
+    assert victim.read_text(encoding="utf-8") == "precious"
     assert not (tmp_path / "made").exists()
     assert not any(p.is_symlink() for p in out.iterdir())
     assert sorted(p.name for p in out.iterdir()) == [
@@ -226,25 +227,25 @@ def test_a_link_planted_while_recording_is_not_written_through(tmp_path: Path) -
     """A step file that appears after the recorder checked its folder is refused, not followed;
     the step leaves nothing behind and the planted link is left as it was."""
     victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
+    victim.write_text("precious", encoding="utf-8")
     out = tmp_path / "out"
     recorder = TrajectoryRecorder(out)
     (out / "step_0001.xml").symlink_to(victim)
     with pytest.raises(TrajectoryError, match=r"step_0001\.xml already exists; not writing over"):
         recorder.record(_step("x"))
-    assert victim.read_text() == "precious"
+    assert victim.read_text(encoding="utf-8") == "precious"
     assert sorted(p.name for p in out.iterdir()) == ["step_0001.xml"]
     assert recorder.steps == 0
 
 
 def test_a_trajectory_file_that_is_a_link_is_not_appended_through(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
+    victim.write_text("precious", encoding="utf-8")
     recorder = TrajectoryRecorder(tmp_path / "out")
     (tmp_path / "out" / "trajectory.jsonl").symlink_to(victim)
     with pytest.raises(TrajectoryError, match="not a regular file but a symbolic link"):
         recorder.record(_step("x"))
-    assert victim.read_text() == "precious"
+    assert victim.read_text(encoding="utf-8") == "precious"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["trajectory.jsonl"]
 
 
@@ -254,7 +255,7 @@ def test_a_result_folder_s_temporary_name_is_never_followed(tmp_path: Path, dang
     link planted at NAME.tmp is replaced, its target neither written nor made."""
     victim = tmp_path / "victim.txt"
     if not dangling:
-        victim.write_text("precious")
+        victim.write_text("precious", encoding="utf-8")
     folder = tmp_path / "result"
     writer = ResultWriter(folder, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
     for name in ("step_0.png", "step_0.xml", "better_log.json", "result.txt"):
@@ -265,7 +266,7 @@ def test_a_result_folder_s_temporary_name_is_never_followed(tmp_path: Path, dang
     writer.finish(1.0)
     assert victim.exists() != dangling
     if not dangling:
-        assert victim.read_text() == "precious"
+        assert victim.read_text(encoding="utf-8") == "precious"
     assert sorted(p.name for p in folder.iterdir()) == [
         "better_log.json",
         "result.txt",
@@ -273,7 +274,7 @@ def test_a_result_folder_s_temporary_name_is_never_followed(tmp_path: Path, dang
         "step_0.xml",
     ]
     assert not any(p.is_symlink() for p in folder.iterdir())
-    assert (folder / "result.txt").read_text() == "1.0\n"
+    assert (folder / "result.txt").read_text(encoding="utf-8") == "1.0\n"
 
 
 def test_create_file_makes_a_new_file_or_nothing(tmp_path: Path) -> None:
@@ -381,7 +382,7 @@ def test_a_line_with_values_no_number_can_hold_names_its_line(
     tmp_path: Path, line: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = tmp_path / "trajectory.jsonl"
-    file.write_text(GOOD + line + "\n" + GOOD)
+    file.write_text(GOOD + line + "\n" + GOOD, encoding="utf-8")
     with pytest.raises(TrajectoryError, match=f"trajectory.jsonl, line 2: {message}"):
         open_trajectory(file)
     assert main(["replay", str(tmp_path)]) == 2
@@ -462,7 +463,7 @@ def test_observation_and_recorded_files_that_are_no_regular_file_are_refused(
 def test_a_result_folder_whose_action_log_is_a_fifo_is_refused(tmp_path: Path) -> None:
     """Choosing each step's tree reads traj.jsonl: a FIFO there is refused, not waited on."""
     log = {"params": {}, "task": {"instruction": "x"}, "steps": [{"response": "DONE"}]}
-    (tmp_path / "better_log.json").write_text(json.dumps(log))
+    (tmp_path / "better_log.json").write_text(json.dumps(log), encoding="utf-8")
     _fifo(tmp_path / "traj.jsonl")
     with pytest.raises(TrajectoryError, match=r"traj\.jsonl is not a regular file"):
         open_trajectory(tmp_path)
@@ -471,8 +472,8 @@ def test_a_result_folder_whose_action_log_is_a_fifo_is_refused(tmp_path: Path) -
 def test_a_task_json_nested_too_deeply_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "01_a.xml").write_text("<desktop-frame/>")
-    (tmp_path / "task.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "01_a.xml").write_text("<desktop-frame/>", encoding="utf-8")
+    (tmp_path / "task.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     assert main(["render", str(tmp_path), "--observation-type", "a11y_tree"]) == 2
     assert "task.json is nested too deeply to read" in capsys.readouterr().err
 
@@ -541,13 +542,13 @@ def _result_folder(directory: Path, second_screenshot: object, *files: str) -> P
     `second_screenshot`, holding step_0.png, the screenshots after steps 1 and 3, and `files`."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in ("step_0.png", f"step_1_{STAMP}.png", "step_3_20250101@100500.png", *files):
-        (directory / name).write_bytes(PNG)
+        write_named(directory, name, PNG)
     steps = [
         {"screenshot_file": "step_0.png", "response": "WAIT", "actions": ["WAIT"]},
         {"screenshot_file": second_screenshot, "response": "DONE", "actions": ["DONE"]},
     ]
     log = {"params": {"observation_type": "screenshot"}, "task": {}, "steps": steps}
-    (directory / "better_log.json").write_text(json.dumps(log))
+    (directory / "better_log.json").write_text(json.dumps(log), encoding="utf-8")
     return directory
 
 
@@ -615,9 +616,9 @@ def test_odd_file_names_in_a_result_folder_are_passed_over(
 def test_an_action_timestamp_no_file_can_have_is_passed_over(tmp_path: Path, stamp: str) -> None:
     """traj.jsonl's timestamp picks a step's tree file: one that names no file picks none."""
     folder = _result_folder(tmp_path / "ref", "step_1_zz.png")
-    (folder / "step_0.xml").write_text("<desktop-frame/>")
+    (folder / "step_0.xml").write_text("<desktop-frame/>", encoding="utf-8")
     line = {"step_num": 1, "action_timestamp": stamp, "action": "WAIT"}
-    (folder / "traj.jsonl").write_text(json.dumps(line) + "\n")
+    (folder / "traj.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     entries = load_result_folder(folder)
     assert [e.accessibility_tree for e in entries] == ["step_0.xml", None]
 
@@ -664,9 +665,9 @@ def test_a_line_naming_a_file_outside_its_directory_is_refused_where_it_is_read(
     tmp_path: Path, key: str, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = _record(tmp_path / "rec", "```python\npyautogui.click(1, 2)\n```", "DONE")
-    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    lines = [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines()]
     lines[0][key] = name
-    file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    file.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     message = f"line 1: '{key}' must name a file in the trajectory's directory; got "
     with pytest.raises(TrajectoryError, match=re.escape(message)):
         open_trajectory(file)
@@ -696,7 +697,7 @@ def _outside(tmp_path: Path) -> Path:
     secret.parent.mkdir()
     tree = load("mousepad_notes")["accessibility_tree"]
     assert isinstance(tree, str)
-    secret.write_text(tree.replace("Meeting notes", SECRET))
+    secret.write_text(tree.replace("Meeting notes", SECRET), encoding="utf-8")
     return secret
 
 
@@ -782,7 +783,7 @@ def test_a_result_folder_s_linked_step_files_are_left_out(
 
 def test_read_regular_follows_links_only_when_asked(tmp_path: Path) -> None:
     real = tmp_path / "real.xml"
-    real.write_text("<a/>")
+    real.write_text("<a/>", encoding="utf-8")
     (tmp_path / "link").symlink_to(real)
     (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
     assert read_regular(tmp_path / "link", "tree", 100) == b"<a/>"
@@ -838,9 +839,11 @@ def test_a_trajectory_of_more_steps_than_any_run_is_refused_at_the_step_past_the
     lines after it are looked at (the damaged line after it is never reached)."""
     line = json.dumps({"response": "WAIT"}) + "\n"
     file = tmp_path / "trajectory.jsonl"
-    file.write_text(line * recording.MAX_TRAJECTORY_STEPS + "\n\n")
+    file.write_text(line * recording.MAX_TRAJECTORY_STEPS + "\n\n", encoding="utf-8")
     assert len(open_trajectory(file).entries) == recording.MAX_TRAJECTORY_STEPS
-    file.write_text(line * recording.MAX_TRAJECTORY_STEPS + "\n" + line + "{damaged\n")
+    file.write_text(
+        line * recording.MAX_TRAJECTORY_STEPS + "\n" + line + "{damaged\n", encoding="utf-8"
+    )
     with pytest.raises(TrajectoryError) as caught:
         open_trajectory(file)
     assert str(caught.value) == (
@@ -854,12 +857,14 @@ def test_a_better_log_of_more_steps_than_any_run_is_refused_at_the_step_past_the
 ) -> None:
     step = json.dumps({"response": "WAIT", "actions": ["WAIT"]})
     file = tmp_path / "better_log.json"
-    file.write_text('{"steps": [' + ", ".join([step] * recording.MAX_TRAJECTORY_STEPS) + "]}")
+    file.write_text(
+        '{"steps": [' + ", ".join([step] * recording.MAX_TRAJECTORY_STEPS) + "]}", encoding="utf-8"
+    )
     assert len(load_result_folder(tmp_path)) == recording.MAX_TRAJECTORY_STEPS
     text = ", ".join([step] * (recording.MAX_TRAJECTORY_STEPS + 1))
-    file.write_text('{"steps": [' + text + ", {damaged")
+    file.write_text('{"steps": [' + text + ", {damaged", encoding="utf-8")
     for read in (read_better_log, load_result_folder, open_trajectory, rebuild.load_recording):
-        with pytest.raises(TrajectoryError, match=r"^\S+better_log\.json holds more than 10000"):
+        with pytest.raises(TrajectoryError, match=f"^{re.escape(str(file))} holds more than 10000"):
             read(tmp_path)
 
 
@@ -870,9 +875,11 @@ def test_a_small_file_of_a_million_tiny_steps_costs_little_memory(
     """3 MB of `{}` steps took 570 MB and 18 s to read; 16 MB of `{"response":""}` lines
     557 MB and 30 s: the cap on steps bounds both, not only the cap on bytes."""
     if kind == "better_log":
-        (tmp_path / "better_log.json").write_text('{"steps":[' + ",".join(["{}"] * 10**6) + "]}")
+        (tmp_path / "better_log.json").write_text(
+            '{"steps":[' + ",".join(["{}"] * 10**6) + "]}", encoding="utf-8"
+        )
     else:
-        (tmp_path / "trajectory.jsonl").write_text('{"response":""}\n' * 10**6)
+        (tmp_path / "trajectory.jsonl").write_text('{"response":""}\n' * 10**6, encoding="utf-8")
     raised, peak = _traced_peak(lambda: open_trajectory(tmp_path))
     assert isinstance(raised, TrajectoryError)
     assert "holds more than 10000 steps" in str(raised)
@@ -886,7 +893,7 @@ def test_a_result_folder_s_action_log_of_a_million_lines_is_not_read_whole(
     many lines as the steps read can have (one per action, at most 100 a reply), so 3 MB of
     `{}` lines are neither split into a million objects nor parsed."""
     _result_folder(tmp_path, "step_1_zz.png")
-    (tmp_path / "traj.jsonl").write_text("{}\n" * 10**6)
+    (tmp_path / "traj.jsonl").write_text("{}\n" * 10**6, encoding="utf-8")
     entries, peak = _traced_peak(lambda: load_result_folder(tmp_path))
     assert len(entries) == 2
     assert peak < 8 * 1024 * 1024
@@ -905,7 +912,7 @@ def test_a_better_log_holding_a_number_json_cannot_is_refused(
     max_tokens = bad if where == "params" else "1500"
     step = '{"response": "DONE", "actions": [{"action_type": "CLICK", "x": ' + x + "}]}"
     text = '{"params": {"max_tokens": ' + max_tokens + '}, "steps": [' + step + "]}"
-    (tmp_path / "better_log.json").write_text(text)
+    (tmp_path / "better_log.json").write_text(text, encoding="utf-8")
     file = tmp_path / "better_log.json"
     with pytest.raises(TrajectoryError) as caught:
         read_better_log(tmp_path)
@@ -921,9 +928,9 @@ def test_an_action_log_line_holding_nan_is_passed_over(tmp_path: Path) -> None:
     tree (the folder's own files do)."""
     _result_folder(tmp_path, "step_1_zz.png", "step_1_a.xml", "step_1_b.xml")
     line = '{"step_num": 1, "action_timestamp": "a", "reward": REWARD}\n'
-    (tmp_path / "traj.jsonl").write_text(line.replace("REWARD", "0"))
+    (tmp_path / "traj.jsonl").write_text(line.replace("REWARD", "0"), encoding="utf-8")
     assert load_result_folder(tmp_path)[1].accessibility_tree == "step_1_a.xml"
-    (tmp_path / "traj.jsonl").write_text(line.replace("REWARD", "NaN"))
+    (tmp_path / "traj.jsonl").write_text(line.replace("REWARD", "NaN"), encoding="utf-8")
     assert load_result_folder(tmp_path)[1].accessibility_tree == "step_1_b.xml"
 
 
@@ -934,7 +941,9 @@ def test_a_folder_holding_better_log_and_trajectory_jsonl_is_read_as_a_result_fo
     better_log.json while `load_recording` (render, the settings check of continuing) read
     better_log.json: both read better_log.json now, as `is_result_folder` says."""
     _result_folder(tmp_path, "step_1_zz.png")
-    (tmp_path / "trajectory.jsonl").write_text(json.dumps({"response": "PLANTED"}) + "\n")
+    (tmp_path / "trajectory.jsonl").write_text(
+        json.dumps({"response": "PLANTED"}) + "\n", encoding="utf-8"
+    )
     loaded = open_trajectory(tmp_path)
     assert loaded.path == tmp_path / "better_log.json"
     assert [e.response for e in loaded.entries] == ["WAIT", "DONE"]

@@ -64,7 +64,9 @@ def _finishes(work: Callable[[], Any], fifo: Path, seconds: float = 10) -> Any:
     worker.start()
     worker.join(timeout=seconds)
     if worker.is_alive():
-        with open(fifo, "w") as unblock:  # the FIFO was opened for reading: let it go
+        with open(
+            fifo, "w", encoding="utf-8"
+        ) as unblock:  # the FIFO was opened for reading: let it go
             unblock.write("x")
         worker.join(timeout=seconds)
         pytest.fail("the parse blocked on a FIFO it should never have opened")
