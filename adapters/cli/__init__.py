@@ -42,7 +42,6 @@ from adapters.cli._inputs import (
     add_model_options,
     add_observation_options,
     agent_config,
-    model_client,
     observation,
     option_words,
     path_option,
@@ -291,8 +290,12 @@ def _cmd_predict(args: argparse.Namespace, out: TextIO) -> int:
     obs, directory = observation(args)
     instruction = task_instruction(args.instruction, directory)
     recorder = _LastStep()
-    agent = PromptAgent.from_config(config, client=model_client(args), recorder=recorder)
-    response, actions = agent.predict(instruction, obs)
+    kept = ModelClients(args)
+    try:
+        agent = PromptAgent.from_config(config, client=kept.get(), recorder=recorder)
+        response, actions = agent.predict(instruction, obs)
+    finally:
+        kept.close()
     step = recorder.last
     if args.json:
         assert step is not None

@@ -82,6 +82,23 @@ def test_task_directories_of_one_model_share_its_client(
     assert _closed(built[0])
 
 
+@pytest.mark.parametrize("status", [200, 401])
+def test_predict_closes_its_client_whether_the_call_succeeds_or_fails(
+    tmp_path: Path, built: list[ModelClient], status: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`predict` left its client's connection to the garbage collector: a ResourceWarning
+    (unclosed socket) at exit under `python -X dev` or `PYTHONWARNINGS=error`."""
+    task = observation_folder(tmp_path / "task", ("mousepad_notes",))
+    body = chat_completion(CLICK) if status == 200 else {"error": {"message": "bad key"}}
+    with LoopbackServer() as server:
+        server.route("POST", r".*/chat/completions", lambda _: Reply(status, body))
+        argv = ["predict", str(task), "--instruction", "x", *_model_options(server)]
+        assert main(argv) == (0 if status == 200 else 1)
+    capsys.readouterr()
+    assert len(built) == 1
+    assert _closed(built[0])
+
+
 @pytest.mark.parametrize("spelling", ["replay:", "REPLAY:", "replay/"])
 def test_each_task_gets_its_own_replay_client_however_the_scheme_is_spelled(
     tmp_path: Path, spelling: str, capsys: pytest.CaptureFixture[str]
