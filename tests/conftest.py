@@ -108,6 +108,14 @@ def file_system_names(text: str) -> bool:
     return True
 
 
+def child_environment() -> dict[str, str]:
+    """This process's environment for a child Python whose stderr a test reads whole, with
+    asyncio's debug mode off: under PYTHONDEVMODE=1 (or PYTHONASYNCIODEBUG=1) it logs every
+    loop callback over 100 ms to stderr, and on a loaded machine there are many."""
+    dropped = ("PYTHONDEVMODE", "PYTHONASYNCIODEBUG")
+    return {k: v for k, v in os.environ.items() if k not in dropped}
+
+
 def png_chunk(kind: bytes, data: bytes) -> bytes:
     """One PNG chunk with its length and a valid CRC."""
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

@@ -30,6 +30,7 @@ from osharm_core import Message, TextPart
 from tests.adapters.conftest import FAKE_KEY
 from tests.adapters.helpers import MODES, TIMEOUT, call, loopback_client
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
+from tests.conftest import child_environment
 
 ROOT = Path(__file__).parents[2]
 REQUEST = ModelRequest(model="compat/m", messages=(Message("user", (TextPart("hi"),)),))
@@ -45,6 +46,7 @@ def _child(script: str, *args: str) -> tuple[list[str], str]:
         text=True,
         timeout=120,
         cwd=ROOT,
+        env=child_environment(),
         check=False,
     )
     return child.stdout.splitlines(), child.stderr

@@ -16,6 +16,7 @@ from adapters.cli import _inputs, main
 from adapters.contract import ModelClient
 from adapters.engine.client import HttpModelClient
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion
+from tests.conftest import child_environment
 from tests.facade.helpers import observation_folder, write_task_list
 
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -168,6 +169,7 @@ def test_a_dropped_client_is_freed_without_the_garbage_collector() -> None:
             text=True,
             timeout=60,
             cwd=Path(__file__).parents[2],
+            env=child_environment(),
             check=False,
         )
     assert (child.stdout.strip(), child.stderr) == ("freed", "")
