@@ -21,6 +21,9 @@ def _ascii_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.pop("PYTHONIOENCODING", None)
     env.update(LANG="C", LC_ALL="C", PYTHONUTF8="0")
+    # The repository first on the path: an editable install's finder keeps the clone's path
+    # as text, which the ASCII file system cannot encode when the clone's path is not ASCII.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     program = "import sys; from adapters.cli import main; sys.exit(main())"
     return subprocess.run(
         [sys.executable, "-c", program, *argv],
