@@ -9,7 +9,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -60,6 +60,13 @@ def _guard_sockets(event: str, args: tuple[Any, ...]) -> None:
 sys.addaudithook(_guard_sockets)
 
 FIXTURES = Path(__file__).parent / "fixtures"
+#: The command that runs osharm-agent from this checkout in a child Python (the console
+#: script need not be on PATH); its arguments follow.
+CLI_CHILD: Final = (
+    sys.executable,
+    "-c",
+    "import sys; from adapters.cli import main; sys.exit(main())",
+)
 OBSERVATIONS = FIXTURES / "observations"
 #: The five-observation episode the request-budget tests and benchmark walk through
 #: (large trees and screenshots: three turns of history pass nginx's 1 MB at step 4).

@@ -25,6 +25,7 @@ from adapters.cli import _TermAsInterrupt, main
 from adapters.errors import ConfigurationError
 from adapters.registry import client_for
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion
+from tests.conftest import CLI_CHILD
 from tests.facade.helpers import observation_folder, write_task_list
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "task"
@@ -557,12 +558,11 @@ def test_a_failed_model_call_is_one_line_on_stderr_and_other_warnings_still_show
     agent's other warnings (here a request cut down to fit) still show. A real process, so
     logging is as a user's shell sees it."""
     root = EXAMPLE.parents[1]
-    program = "import sys; from adapters.cli import main; sys.exit(main(sys.argv[1:]))"
     with LoopbackServer() as server:
         server.enqueue(
             Reply(401, {"error": {"message": "bad key"}}), Reply(200, chat_completion("DONE"))
         )
-        argv = [sys.executable, "-c", program, "predict", str(EXAMPLE), "--model", "compat/m"]
+        argv = [*CLI_CHILD, "predict", str(EXAMPLE), "--model", "compat/m"]
         argv += ["--base-url", server.base_url + "/v1"]
         failed = subprocess.run(argv, capture_output=True, text=True, cwd=root, check=False)
         cut = subprocess.run(
@@ -644,10 +644,9 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(
     root = EXAMPLE.parents[1]
     meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
     desktop = observation_folder(tmp_path / "obs")
-    program = "import sys; from adapters.cli import main; sys.exit(main(sys.argv[1:]))"
     with LoopbackServer(default_delay=30.0) as server:
         argv = [
-            sys.executable, "-c", program, "run", "--tasks", str(meta), "--examples",
+            *CLI_CHILD, "run", "--tasks", str(meta), "--examples",
             str(examples), "--observations", str(desktop), "--model", "compat/m",
             "--base-url", server.base_url + "/v1", "--workers", "2", "--out", str(tmp_path / "out"),
         ]  # fmt: skip

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from adapters.cli import main
 from adapters.runs.tasks import is_finished
 from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
 from tests.adapters.loopback import LoopbackServer, Received, Reply, chat_completion
+from tests.conftest import CLI_CHILD
 from tests.facade.helpers import observation_folder, write_task_list
 
 CLICK = "Clicking.\n```python\npyautogui.click(19, 31)\n```"
@@ -29,7 +29,6 @@ WORKERS = 4
 STEPS = 3
 #: Model calls answered at once before the server stalls every further one until released.
 FAST_CALLS = 10
-ENTRY = "import sys; from adapters.cli import main; sys.exit(main())"
 
 
 class _StallingModel:
@@ -82,7 +81,7 @@ def test_a_sigkilled_run_resumes_without_losing_or_repeating_a_task(tmp_path: Pa
         server.route("POST", r".*/chat/completions", model)
         model_args = ["--model", "compat/kill-test", "--base-url", f"{server.base_url}/v1"]
         process = subprocess.Popen(
-            [sys.executable, "-c", ENTRY, *argv, *model_args],
+            [*CLI_CHILD, *argv, *model_args],
             env={**os.environ, "OSHARM_TEST_KEY": "key"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

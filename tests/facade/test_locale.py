@@ -7,10 +7,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import OBSERVATIONS
+from tests.conftest import CLI_CHILD, OBSERVATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "task"
@@ -24,9 +23,8 @@ def _ascii_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     # The repository first on the path: an editable install's finder keeps the clone's path
     # as text, which the ASCII file system cannot encode when the clone's path is not ASCII.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    program = "import sys; from adapters.cli import main; sys.exit(main())"
     return subprocess.run(
-        [sys.executable, "-c", program, *argv],
+        [*CLI_CHILD, *argv],
         capture_output=True,
         cwd=cwd,
         env=env,

@@ -34,7 +34,7 @@ from adapters.trajectories.jsonl import parse_entry
 from osharm_core import Message, TextPart
 from tests.adapters.helpers import loopback_client
 from tests.adapters.loopback import LoopbackServer, Reply, chat_completion, openai_error
-from tests.conftest import OBSERVATIONS, file_system_names
+from tests.conftest import CLI_CHILD, OBSERVATIONS, file_system_names
 from tests.strategies import terminal_json, terminal_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,13 +158,12 @@ def test_the_cli_prints_a_hostile_refusal_as_one_bounded_escaped_line(tmp_path: 
     """With no handler configured, Python's last-resort handler printed the refusal warning
     raw: an OSC 52 clipboard write and a forged `[os/t1] finished` line on stderr, and a
     megabyte-long refusal as one line of a megabyte. A real process: logging as a shell has it."""
-    program = "import sys; from adapters.cli import main; sys.exit(main(sys.argv[1:]))"
     body = chat_completion(None)
     body["choices"][0]["message"]["refusal"] = HOSTILE + "A" * 1_000_000
     body["choices"][0]["finish_reason"] = "stop\x1b]0;T\x07\nFORGED"
     with LoopbackServer() as server:
         server.enqueue(Reply(200, body))
-        argv = [sys.executable, "-c", program, "predict", "--a11y", str(TREE), "--model"]
+        argv = [*CLI_CHILD, "predict", "--a11y", str(TREE), "--model"]
         argv += ["compat/m", "--base-url", server.base_url + "/v1", "--instruction", "x"]
         done = subprocess.run(argv, capture_output=True, cwd=ROOT, check=False)
     err = done.stderr.decode()

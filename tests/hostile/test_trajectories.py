@@ -15,7 +15,6 @@ import re
 import resource
 import signal
 import subprocess
-import sys
 import tempfile
 import tracemalloc
 from collections.abc import Iterator
@@ -56,7 +55,7 @@ from adapters.trajectories.replay import (
 )
 from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
-from tests.conftest import write_named
+from tests.conftest import CLI_CHILD, write_named
 from tests.facade.helpers import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -492,12 +491,7 @@ def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONIOENCODING"] = "utf-8:strict"
     return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from adapters.cli import main; sys.exit(main())",
-            *argv,
-        ],
+        [*CLI_CHILD, *argv],
         capture_output=True,
         text=True,
         errors="backslashreplace",
