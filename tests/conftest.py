@@ -115,12 +115,17 @@ def file_system_names(text: str) -> bool:
     return True
 
 
-def child_environment() -> dict[str, str]:
+def child_environment(*, api_keys: bool = True) -> dict[str, str]:
     """This process's environment for a child Python whose stderr a test reads whole, with
     asyncio's debug mode off: under PYTHONDEVMODE=1 (or PYTHONASYNCIODEBUG=1) it logs every
-    loop callback over 100 ms to stderr, and on a loaded machine there are many."""
+    loop callback over 100 ms to stderr, and on a loaded machine there are many. Without
+    `api_keys`, no `*_API_KEY` variable either (a child that must find no key)."""
     dropped = ("PYTHONDEVMODE", "PYTHONASYNCIODEBUG")
-    return {k: v for k, v in os.environ.items() if k not in dropped}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in dropped and (api_keys or not k.endswith("_API_KEY"))
+    }
 
 
 def png_chunk(kind: bytes, data: bytes) -> bytes:

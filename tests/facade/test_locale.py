@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import CLI_CHILD, OBSERVATIONS
+from tests.conftest import CLI_CHILD, OBSERVATIONS, child_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "task"
@@ -17,7 +17,7 @@ EXAMPLE = ROOT / "examples" / "task"
 
 def _ascii_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     """osharm-agent in a child process under the C locale with UTF-8 mode off."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env = child_environment(api_keys=False)
     env.pop("PYTHONIOENCODING", None)
     env.update(LANG="C", LC_ALL="C", PYTHONUTF8="0")
     # The repository first on the path: an editable install's finder keeps the clone's path

@@ -28,6 +28,7 @@ from adapters.errors import TrajectoryError
 from adapters.runs.tasks import load_task_list
 from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES, _fsync_append
 from osharm_core import ConfigError
+from tests.conftest import child_environment
 from tests.facade.helpers import observation_folder, write_task_list
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,7 +160,7 @@ def test_dev_zero_as_any_input_is_refused_in_bounded_memory(tmp_path: Path) -> N
         file.symlink_to("/dev/zero")
         runs.append(argv)
         expected.append(f"error: {what} {file} is not a regular file")
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env = child_environment(api_keys=False)
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps(runs)],
         capture_output=True,

@@ -55,7 +55,7 @@ from adapters.trajectories.replay import (
 )
 from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
-from tests.conftest import CLI_CHILD, write_named
+from tests.conftest import CLI_CHILD, child_environment, write_named
 from tests.facade.helpers import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -488,7 +488,7 @@ def _request() -> Any:
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     """osharm-agent in a child process whose stdout is strict UTF-8 (as a pipe or a file is)."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env = child_environment(api_keys=False)
     env["PYTHONIOENCODING"] = "utf-8:strict"
     return subprocess.run(
         [*CLI_CHILD, *argv],
