@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
 
 
 def excerpt(value: object, limit: int = 80) -> str:
@@ -203,3 +206,46 @@ class RequestBudgetError(OsharmError, ValueError):
 
 def _budget_error(message: str, limit: str, value: int, maximum: int) -> RequestBudgetError:
     return RequestBudgetError(message, limit=limit, value=value, maximum=maximum)
+
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def refusing(requirement: str, *validators: Validator) -> Validator:
+    """An attrs validator composed of `validators` (from `attrs.validators`, or any callable
+    of that shape) whose every refusal is a `ConfigError` saying `Owner.field must be
+    {requirement}` and quoting the value by `excerpt`: attrs' own messages quote the whole
+    `repr`, which a hostile value can make huge (or, for an int of 5,000 digits, raise).
+
+    >>> @attrs.frozen
+    ... class Limits:
+    ...     steps: int = attrs.field(validator=refusing("an int >= 1", strict_int, attrs.validators.ge(1)))
+    >>> Limits(0)
+    Traceback (most recent call last):
+    ...
+    osharm_core.errors.ConfigError: Limits.steps must be an int >= 1; got 0
+    """
+    composed = attrs.validators.and_(*validators)
+
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        try:
+            composed(instance, attribute, value)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{type(instance).__name__}.{attribute.name} must be {requirement}; "
+                f"got {number_excerpt(value) if isinstance(value, int) else excerpt(value)}"
+            ) from None
+
+    return check
+
+
+def strict_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: an `int` that is not a `bool` (`True` is an int to Python)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(attribute.name)
+
+
+def strict_bool(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: `True` or `False`, not a truthy string such as "false"."""
+    if not isinstance(value, bool):
+        raise TypeError(attribute.name)
