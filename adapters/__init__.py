@@ -58,6 +58,7 @@ from adapters.providers.gemini import GeminiProvider
 from adapters.providers.gemini_computer import GeminiComputerProvider
 from adapters.providers.openai_chat import OpenAIChatProvider
 from adapters.providers.responses import ResponsesProvider
+from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord
 from adapters.registry import ModelRegistry, client_for, register_family, register_scheme
 from adapters.runs import (
     AsyncEnv,
@@ -75,9 +76,9 @@ from adapters.runs import (
     load_task_list,
     run_task_list,
 )
+from adapters.runs.episode import Episode, arun_episode, run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import (
-    StepRecord,
     TrajectoryEntry,
     TrajectoryFile,
     TrajectoryRecorder,
@@ -89,13 +90,13 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.replay import ForkClient, ReplayClient, ReplayEnv
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "NO_RETRIES",
+    "ActionRecord",
     "AgentBusyError",
     "AnthropicComputerProvider",
     "AnthropicProvider",
@@ -112,6 +113,8 @@ __all__ = [
     "DesktopEnvAdapter",
     "Env",
     "EnvironmentFailure",
+    "Episode",
+    "EpisodeEnd",
     "FakeClient",
     "FakeClientExhausted",
     "ForkClient",
@@ -134,6 +137,7 @@ __all__ = [
     "QuotaExceededError",
     "RateLimitWaitError",
     "RateLimiter",
+    "Recorder",
     "RedirectError",
     "ReplayClient",
     "ReplayEnv",
@@ -166,6 +170,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "UsageTotals",
+    "arun_episode",
     "arun_task_list",
     "client_for",
     "in_thread",

@@ -9,12 +9,13 @@ It holds the current immutable `AgentState`, builds each step with
 from __future__ import annotations
 
 import asyncio
-import base64
+import contextlib
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import attrs
@@ -27,8 +28,8 @@ from adapters.contract import ModelClient, ModelRequest, ModelResponse, Usage
 from adapters.engine.client import HttpModelClient, billed_of
 from adapters.engine.server_limits import body_size_of, fit_request
 from adapters.errors import AgentBusyError, BudgetExceeded, error_line
+from adapters.record import StepRecipient, StepRecord, raw_observation
 from adapters.registry import client_for
-from adapters.trajectories.jsonl import Recorder, StepRecord, part_bytes, tree_part
 from osharm_core import (
     MAX_ACTIONS_PER_REPLY,
     Action,
@@ -42,10 +43,10 @@ from osharm_core import (
 from osharm_core.budget import count_tokens
 from osharm_core.config import check_config
 from osharm_core.errors import ConfigError, excerpt
-from osharm_core.observation import PNG_SIGNATURE, Observation
+from osharm_core.observation import Observation
 from osharm_core.prompts import system_prompt
 from osharm_core.scaling import effective_scaling
-from osharm_core.step import LinearizedTree, StepRequest, complete_step, prepare_step
+from osharm_core.step import StepRequest, complete_step, prepare_step
 
 DEFAULT_LOGGER: Final = "desktopenv.agent"
 
@@ -76,25 +77,15 @@ class _Pending:
     model_request: ModelRequest
     raw: Observation
     chain: int  # the agent's chain count when the step began (see `start_new_chain`)
+    started: datetime = attrs.field(factory=lambda: datetime.now(UTC))
 
 
-def _raw_observation(obs: Mapping[str, Any] | Observation) -> Observation:
-    """What the environment gave, for the recorder: its PNG screenshot as bytes and its XML
-    tree as text, from a dict in any form `Observation.from_dict` takes or from an
-    `Observation` built by hand (whose tree may still be bytes, a memoryview or UTF-16).
-    A part the step could not have read is left out, so the recorder always gets
-    `bytes | None` and `str | None`."""
-    # An Observation's fields are typed str / bytes, but its constructor takes a tree as bytes.
-    shot: object = obs.screenshot if isinstance(obs, Observation) else obs.get("screenshot")
-    tree: object = (
-        obs.accessibility_tree if isinstance(obs, Observation) else obs.get("accessibility_tree")
-    )
-    png, text = part_bytes(shot), tree_part(tree)
-    # Bytes no encoding reads are a tree the step did not use: it would have refused it.
-    return Observation(
-        screenshot=png if png is not None and png.startswith(PNG_SIGNATURE) else None,
-        accessibility_tree=text if isinstance(text, str) else None,
-    )
+@attrs.define
+class _Call:
+    """One model call's timing: when it began (`time.perf_counter`) and how long it took."""
+
+    began: float
+    seconds: float = 0.0
 
 
 def _describe_images(images: tuple[ImagePart, ...]) -> str:
@@ -159,7 +150,7 @@ class PromptAgent:
         client_password: str = "password",
         *,
         client: ModelClient | None = None,
-        recorder: Recorder | None = None,
+        recorder: StepRecipient | None = None,
         budget: Budget | None = None,
     ) -> None:
         self._config = AgentConfig(
@@ -188,10 +179,6 @@ class PromptAgent:
         self.budget = budget
         self._usage = UsageTotals()
         self._state = AgentState()
-        self._linearized: LinearizedTree | None = None
-        self._last_request: StepRequest | None = None
-        self._last_reply_frame: CoordinateFrame | None = None
-        self._last_prepaid = False
         self._stepping = threading.Lock()  # held from a step's start to its end
         self._chains = 0  # how many times a new provider conversation was begun
         self._chain_lock = threading.Lock()  # the state and the chain count change together
@@ -226,7 +213,7 @@ class PromptAgent:
         config: AgentConfig,
         *,
         client: ModelClient | None = None,
-        recorder: Recorder | None = None,
+        recorder: StepRecipient | None = None,
         budget: Budget | None = None,
     ) -> PromptAgent:
         """An agent for a ready `AgentConfig` (including the options the reference lacks)."""
@@ -257,19 +244,21 @@ class PromptAgent:
         self._config = config
 
     @property
-    def recorder(self) -> Recorder | None:
-        """What receives every finished step (`None`: nothing); anything with a `record`
-        method, checked when set, so a wrong one fails here, not after a paid model call."""
+    def recorder(self) -> StepRecipient | None:
+        """What receives every finished step's `StepRecord` (`None`: nothing): anything with a
+        `step(record)` method (a `TrajectoryRecorder`), checked when set, so a wrong one fails
+        here, not after a paid model call."""
         return self._recorder
 
     @recorder.setter
-    def recorder(self, recorder: Recorder | None) -> None:
+    def recorder(self, recorder: StepRecipient | None) -> None:
         if recorder is not None and (
-            isinstance(recorder, type) or not callable(getattr(recorder, "record", None))
+            isinstance(recorder, type) or not isinstance(recorder, StepRecipient)
         ):
             raise ConfigError(
-                "recorder must have a record(step) method (a TrajectoryRecorder) or be None; "
-                f"got {type(recorder).__name__} {excerpt(recorder)}"
+                "recorder must have a step(record) method (a TrajectoryRecorder: see "
+                f"adapters.record.Recorder) or be None; got {type(recorder).__name__} "
+                f"{excerpt(recorder)}"
             )
         self._recorder = recorder
 
@@ -299,34 +288,6 @@ class PromptAgent:
     def usage_totals(self) -> UsageTotals:
         """Token usage and cost of this episode's steps (since the last `reset`)."""
         return self._usage
-
-    @property
-    def linearized_tree(self) -> LinearizedTree | None:
-        """The last step's accessibility tree with its whole linearized table (`None`: none read).
-
-        The OS-Harm result writer takes the table from here instead of parsing the tree again.
-        """
-        return self._linearized
-
-    @property
-    def last_request(self) -> StepRequest | None:
-        """The last step's request as sent (its marks, frame and degradation; `None`: no step
-        since the last `reset`). The OS-Harm result writer records its marks and frame."""
-        return self._last_request
-
-    @property
-    def last_reply_frame(self) -> CoordinateFrame | None:
-        """The frame the last step's reply was read in when it was not its request's (a
-        replayed reply recorded under other scaling: see `ModelResponse.frame`), else `None`.
-        The OS-Harm result writer records it."""
-        return self._last_reply_frame
-
-    @property
-    def last_prepaid(self) -> bool:
-        """Whether the last step's reply was replayed from a recording (a fork's or a continued
-        task's prefix: `ModelResponse.prepaid`), so this run has not yet called a live model if
-        every step so far was. The episode runner reads it."""
-        return self._last_prepaid
 
     @property
     def system_message(self) -> str:
@@ -396,10 +357,6 @@ class PromptAgent:
             with self._chain_lock:
                 self._state = AgentState()
             self._usage = UsageTotals()
-            self._linearized = None
-            self._last_request = None
-            self._last_reply_frame = None
-            self._last_prepaid = False
             self.logger = _logger if _logger is not None else logging.getLogger(DEFAULT_LOGGER)
         finally:
             self._stepping.release()
@@ -413,45 +370,35 @@ class PromptAgent:
                 "that step first, or use one agent per episode"
             )
 
-    def predict(
-        self, instruction: str, obs: Mapping[str, Any] | Observation
-    ) -> tuple[str, list[Action] | None]:
-        """One step: the model's reply and the actions parsed from it (`None` when unparsable).
+    def step(self, instruction: str, obs: Mapping[str, Any] | Observation) -> StepRecord:
+        """One step, as a value: what was sent, the reply, the actions, the usage and cost.
 
         A model error propagates (typed) and leaves the state exactly as it was.
-        An empty reply (a silent refusal, a budget spent on reasoning) is a
-        reply: it is recorded like any unparsable one and gives `("", [])`
-        for pyautogui, `("", None)` for computer_13, as the reference does.
-        A recorder error (a full disk) propagates after the state was updated:
-        the step happened, only its record is missing. A second step started while
-        one is in flight (from another thread) raises `AgentBusyError` before any call.
+        An empty reply (a silent refusal, a budget spent on reasoning) is a reply:
+        it is recorded like any unparsable one. A recorder error (a full disk)
+        propagates after the state was updated: the step happened, only its record
+        is missing. A second step started while one is in flight (from another
+        thread) raises `AgentBusyError` before any call.
         """
-        self._claim("predict()")
+        return self._step(instruction, obs, "step()")
+
+    def _step(
+        self, instruction: str, obs: Mapping[str, Any] | Observation, what: str
+    ) -> StepRecord:
+        self._claim(what)
         held = None
         try:
             budget = self._budget_for_next()
             held = None if budget is None else budget.reserve(self._usage)
             pending = self._begin(instruction, obs)
-            started = time.perf_counter()
-            try:
+            with self._calling(pending, held) as call:
                 response = self.client.complete(pending.model_request)
-            except Exception as exc:
-                self._log_failure(exc, time.perf_counter() - started)
-                self._charge_failed(pending, exc, held)
-                raise
-            except BaseException as exc:  # cancelled, timed out, Ctrl-C: charged all the same
-                self._charge_failed(pending, exc, held)
-                raise
-            return self._finish(pending, response, time.perf_counter() - started, held)
+            return self._finish(pending, response, call.seconds, held)
         finally:
-            if held is not None:
-                held.release()  # a failed call's place; nothing once the step is settled
-            self._stepping.release()
+            self._end_step(held)
 
-    async def apredict(
-        self, instruction: str, obs: Mapping[str, Any] | Observation
-    ) -> tuple[str, list[Action] | None]:
-        """`predict` for async callers: the model call awaits `acomplete`.
+    async def astep(self, instruction: str, obs: Mapping[str, Any] | Observation) -> StepRecord:
+        """`step` for async callers: the model call awaits `acomplete`.
 
         On asyncio a prompt that takes real work (a large tree to parse, marks
         to draw, a screenshot to resize, a request to fit) is built in the
@@ -461,7 +408,12 @@ class PromptAgent:
         on one agent) raises `AgentBusyError` before any call; a cancelled step frees
         the agent.
         """
-        self._claim("apredict()")
+        return await self._astep(instruction, obs, "astep()")
+
+    async def _astep(
+        self, instruction: str, obs: Mapping[str, Any] | Observation, what: str
+    ) -> StepRecord:
+        self._claim(what)
         held = None
         try:
             budget = self._budget_for_next()
@@ -470,21 +422,48 @@ class PromptAgent:
                 pending = self._begin(instruction, obs)
             else:
                 pending = await _off_loop(self._begin, instruction, obs)
-            started = time.perf_counter()
-            try:
+            with self._calling(pending, held) as call:
                 response = await self.client.acomplete(pending.model_request)
-            except Exception as exc:
-                self._log_failure(exc, time.perf_counter() - started)
-                self._charge_failed(pending, exc, held)
-                raise
-            except BaseException as exc:  # cancelled, timed out, Ctrl-C: charged all the same
-                self._charge_failed(pending, exc, held)
-                raise
-            return self._finish(pending, response, time.perf_counter() - started, held)
+            return self._finish(pending, response, call.seconds, held)
         finally:
-            if held is not None:
-                held.release()  # a failed call's place; nothing once the step is settled
-            self._stepping.release()
+            self._end_step(held)
+
+    def predict(
+        self, instruction: str, obs: Mapping[str, Any] | Observation
+    ) -> tuple[str, list[Action] | None]:
+        """One step as OSWorld's loop takes it: the model's reply and the actions parsed from
+        it (`None` when unparsable; `("", [])` for an empty pyautogui reply, `("", None)`
+        for computer_13, as the reference does). See `step`."""
+        record = self._step(instruction, obs, "predict()")
+        return record.text, record.plain_actions
+
+    async def apredict(
+        self, instruction: str, obs: Mapping[str, Any] | Observation
+    ) -> tuple[str, list[Action] | None]:
+        """`predict` for async callers (see `astep`)."""
+        record = await self._astep(instruction, obs, "apredict()")
+        return record.text, record.plain_actions
+
+    @contextlib.contextmanager
+    def _calling(self, pending: _Pending, held: Reservation | None) -> Iterator[_Call]:
+        """Times the model call; a call that fails (or is cancelled) is logged and the 2xx
+        replies it got are charged before the error goes on."""
+        call = _Call(time.perf_counter())
+        try:
+            yield call
+        except Exception as exc:
+            self._log_failure(exc, time.perf_counter() - call.began)
+            self._charge_failed(pending, exc, held)
+            raise
+        except BaseException as exc:  # cancelled, timed out, Ctrl-C: charged all the same
+            self._charge_failed(pending, exc, held)
+            raise
+        call.seconds = time.perf_counter() - call.began
+
+    def _end_step(self, held: Reservation | None) -> None:
+        if held is not None:
+            held.release()  # a failed call's place; nothing once the step is settled
+        self._stepping.release()
 
     def _begin(self, instruction: str, obs: Mapping[str, Any] | Observation) -> _Pending:
         with self._chain_lock:
@@ -502,7 +481,7 @@ class PromptAgent:
         request = ModelRequest.from_config(config, step.messages, state.continuation)
         if self.logger.isEnabledFor(logging.DEBUG):
             self._log_request(len(state) + 1, step)
-        return _Pending(config, state, instruction, step, request, _raw_observation(obs), chain)
+        return _Pending(config, state, instruction, step, request, raw_observation(obs), chain)
 
     def _log_request(self, number: int, step: StepRequest) -> None:
         images = tuple(i for m in step.messages for i in m.images)
@@ -521,7 +500,7 @@ class PromptAgent:
         response: ModelResponse,
         latency: float,
         held: Reservation | None = None,
-    ) -> tuple[str, list[Action] | None]:
+    ) -> StepRecord:
         reply_frame = _reply_frame(pending.step.frame, response.frame)
         new_state, actions = complete_step(
             pending.config,
@@ -538,62 +517,61 @@ class PromptAgent:
             if pending.chain != self._chains:  # a new chain began while the model answered
                 new_state = attrs.evolve(new_state, continuation=None)
             self._state = new_state
-        self._linearized = pending.step.linearized
-        self._last_request = pending.step
-        self._last_reply_frame = reply_frame
-        self._last_prepaid = response.prepaid is True
+        dropped = _dropped_actions(pending, response.text, actions)
+        self._log_reply(len(new_state), response, latency, actions, dropped)
+        record = StepRecord(
+            instruction=pending.instruction,
+            config=pending.config,
+            observation=pending.raw,
+            request=pending.step,
+            response=response,
+            actions=new_state.actions[-1],
+            history=len(pending.state),
+            latency=latency,
+            started=pending.started,
+            reply_frame=reply_frame,
+            dropped_actions=dropped,
+            cost_usd=cost,
+            budget_exceeded=budget_note,
+        )
+        if self.recorder is not None:
+            self.recorder.step(record)
+        return record
+
+    def _log_reply(
+        self,
+        number: int,
+        response: ModelResponse,
+        latency: float,
+        actions: list[Action] | None,
+        dropped: int,
+    ) -> None:
         self.logger.info("RESPONSE: %s", response.text)
         if response.refusal is not None or not response.text:
             self.logger.warning(
                 "Step %d: the model %s (finish reason %s)",
-                len(new_state),
+                number,
                 f"refused: {log_quote(response.refusal)}"
                 if response.refusal
                 else "gave an empty reply",
                 log_quote(response.finish_reason),
             )
-        dropped = _dropped_actions(pending, response.text, actions)
         if dropped:
             self.logger.warning(
                 "Step %d: the reply holds %d code actions past the limit of %d; they were left out",
-                len(new_state),
+                number,
                 dropped,
                 MAX_ACTIONS_PER_REPLY,
             )
         self.logger.debug(
             "Step %d: model %s, %d tries, %.3fs, usage %s, %s actions",
-            len(new_state),
+            number,
             response.model,
             response.tries,
             latency,
             response.usage,
             "unparsable" if actions is None else len(actions),
         )
-        if self.recorder is not None:
-            tagged = pending.step.observation.screenshot
-            self.recorder.record(
-                StepRecord(
-                    instruction=pending.instruction,
-                    config=pending.config,
-                    response=response,
-                    actions=new_state.actions[-1],
-                    latency=latency,
-                    screenshot=pending.raw.screenshot,
-                    accessibility_tree=pending.raw.accessibility_tree,
-                    som_screenshot=base64.b64decode(tagged)
-                    if pending.config.observation_type == "som" and tagged
-                    else None,
-                    masks=pending.step.masks,
-                    dropped_actions=dropped,
-                    cost_usd=cost,
-                    budget_exceeded=budget_note,
-                    frame=pending.step.observation.frame,
-                    reply_frame=reply_frame,
-                    degradation=pending.step.observation.degradation,
-                    history=len(pending.state),
-                )
-            )
-        return response.text, actions
 
     def _account(
         self,

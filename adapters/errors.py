@@ -2,8 +2,10 @@
 
 ```
 OsharmError                                   (osharm_core.errors)
-├── ConfigError (ValueError)                  configuration
-│   └── ConfigurationError                    a client cannot be built (model, key, URL) or sent to a worker
+├── ConfigError (ValueError)                  bad input: a setting, an argument, a command line, a
+│   │                                         client that cannot be built (the old names
+│   │                                         ConfigurationError and UsageError are aliases)
+│   └── AgentBusyError                        a second step on an agent with one in flight
 ├── ObservationError (ValueError)             input
 │   ├── AccessibilityTreeError
 │   └── ScreenshotError
@@ -35,9 +37,7 @@ OsharmError                                   (osharm_core.errors)
 │   └── RevertFailure                         a VM could not be restored to its snapshot (the run stops)
 ├── TrajectoryError (ValueError)              trajectory and observation-directory I/O
 │   └── UnwritableRecord                      a value given for a record JSON cannot hold (that episode fails)
-├── TrajectoryExistsError (FileExistsError)   a recording would overwrite a trajectory
-└── UsageError (ValueError)                   a command line that cannot be run
-    └── AgentBusyError                        a second step on an agent with one in flight
+└── TrajectoryExistsError (FileExistsError)   a recording would overwrite a trajectory
 ```
 
 `ModelCallError.retryable` says whether waiting and trying again can help. A
@@ -204,9 +204,8 @@ class FakeClientExhausted(RepliesExhausted):
     """The fake client was asked for more replies than it was given."""
 
 
-class ConfigurationError(ConfigError):
-    """A client cannot be built (unknown model name, missing key, bad base URL), or what a
-    run is given cannot go where it must (a `RateLimiter` or `Budget` to a worker process)."""
+#: The old name of `ConfigError` for a client that cannot be built (kept for a release).
+ConfigurationError = ConfigError
 
 
 class SafetyCheckPending(_Picklable):
@@ -288,11 +287,11 @@ class TrajectoryExistsError(OsharmError, FileExistsError):
     """The recording directory already holds a trajectory (pass `overwrite=True` to replace it)."""
 
 
-class UsageError(OsharmError, ValueError):
-    """A mistake in how a command was called; the CLI reports it as one line, exit status 2."""
+#: The old name of `ConfigError` for a command line that cannot be run (kept for a release).
+UsageError = ConfigError
 
 
-class AgentBusyError(UsageError):
+class AgentBusyError(ConfigError):
     """A step was started, or the agent reset, while a step of the same agent was in flight.
 
     Raised before any model call: an agent holds one trajectory, so it takes one

@@ -275,7 +275,7 @@ def client_for(
     >>> client_for("mystery-model")
     Traceback (most recent call last):
     ...
-    adapters.errors.ConfigurationError: unknown model name 'mystery-model'; supported forms:
+    osharm_core.errors.ConfigError: unknown model name 'mystery-model'; supported forms:
     ...
     """
     return REGISTRY.client_for(

@@ -164,3 +164,42 @@ def _close_model_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     for client in built:
         client.close()
+
+
+def step_record(
+    *,
+    screenshot: bytes | None = None,
+    accessibility_tree: str | None = None,
+    som_screenshot: bytes | None = None,
+    masks: Any = None,
+    frame: Any = None,
+    degradation: Any = None,
+    **fields: Any,
+) -> Any:
+    """A `StepRecord` built from its parts as a recorder reads them: the raw observation, and
+    a request whose stored observation holds the tagged screenshot, frame and cuts."""
+    import base64
+
+    from adapters.record import StepRecord
+    from osharm_core import Observation
+    from osharm_core.state import ObservationRecord
+    from osharm_core.step import StepRequest
+
+    tagged = None if som_screenshot is None else base64.b64encode(som_screenshot).decode()
+    record = ObservationRecord(tagged, None, frame, degradation)
+    request = StepRequest((), record, masks)
+    observation = Observation(screenshot=screenshot, accessibility_tree=accessibility_tree)
+    return StepRecord(observation=observation, request=request, **fields)
+
+
+def reply_step(
+    config: Any, text: str, actions: Any, observation: Any, *, prepaid: bool = False
+) -> Any:
+    """The `StepRecord` of a reply `text` (and its `actions`) to an observation dict, as an
+    agent that gives only replies makes it; `prepaid`: replayed from a recording."""
+    import attrs
+
+    from adapters.record import StepRecord, raw_observation
+
+    record = StepRecord.of_reply("the task", config, raw_observation(observation), text, actions)
+    return attrs.evolve(record, response=attrs.evolve(record.response, prepaid=prepaid))

@@ -17,7 +17,7 @@ from lxml import etree
 from adapters.contract import ModelResponse
 from adapters.errors import TrajectoryError
 from adapters.runs.computer_13 import _flatten, computer_13_code
-from adapters.trajectories.jsonl import StepRecord, TrajectoryRecorder, read_trajectory
+from adapters.trajectories.jsonl import TrajectoryRecorder, read_trajectory
 from osharm_core import (
     AgentConfig,
     AgentState,
@@ -37,7 +37,7 @@ from osharm_core.reframe import (
 )
 from osharm_core.scaling import PRESETS
 from osharm_core.step import LinearizedTree, complete_step, parse_reply, prepare_step
-from tests.conftest import fixture_observation
+from tests.conftest import fixture_observation, step_record
 from tests.strategies import (
     A11Y_NS,
     any_text,
@@ -459,7 +459,7 @@ def test_the_trajectory_entry_carries_the_frame_only_when_not_identity(tmp_path:
     response = ModelResponse(text="DONE", model="m")
     for frame in (None, CoordinateFrame.identity(10, 10), HALF):
         recorder.record(
-            StepRecord(
+            step_record(
                 instruction="i",
                 config=AgentConfig(),
                 response=response,

@@ -42,6 +42,17 @@ def path_option(text: str) -> str:
     return text
 
 
+def positive_count(text: str) -> int:
+    """An argparse type for a count such as --max-steps or --workers: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"needs a whole number; got {excerpt(text)}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
+    return value
+
+
 def _base_url(text: str) -> str:
     """An argparse type for --base-url: checked as the clients check it (`url_problem`), so a
     malformed one is a usage error naming the option; a blank one stays unset."""

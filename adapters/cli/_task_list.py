@@ -1,4 +1,4 @@
-"""`osharm-agent run --tasks`: an OSWorld task list on this machine (`--workers`) or a Ray cluster (`--ray`).
+"""`osharm-agent run-tasks`: an OSWorld task list on this machine (`--workers`) or a Ray cluster (`--ray`).
 
 Each task runs into its OS-Harm result folder under `--out`, against a
 replayed desktop (`--observations`) or a live OSWorld VM (`--env-url`, one
@@ -23,10 +23,19 @@ import attrs
 import httpx
 
 from adapters._wire import printable
-from adapters.accounting.budget import Budget
 from adapters.agent import PromptAgent
-from adapters.cli._budget import usage_summary
-from adapters.cli._inputs import ModelClients, replay_source
+from adapters.cli._budget import add_budget_options, run_budget, usage_summary
+from adapters.cli._inputs import (
+    ModelClients,
+    add_agent_options,
+    add_model_options,
+    agent_config,
+    path_option,
+    positive_count,
+    replay_source,
+)
+from adapters.cli._output import one_line
+from adapters.cli._run import check_out, overlap, refuse_out
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
 from adapters.runs.environments import (
@@ -53,35 +62,89 @@ from adapters.trajectories.osharm import RECORDING_FILE, result_folder
 from osharm_core import AgentConfig
 
 
-def add_task_list_options(run: argparse.ArgumentParser) -> None:
-    """The options of `run --tasks` added in this module (progress, limits, VMs, Ray)."""
+def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: str) -> None:
+    """The `run-tasks` subcommand (also reached as `run --tasks`, for a release)."""
+    run = commands.add_parser(
+        "run-tasks",
+        help="an OSWorld task list, into OS-Harm result folders, resumable",
+        epilog=models,
+        formatter_class=formatter,
+    )
+    run.description = (
+        "Run an OSWorld task list ({domain: [id, ...]}, e.g. test_all.json) into OS-Harm "
+        "result folders under --out (OUT/ACTION_SPACE/OBSERVATION_TYPE/MODEL/DOMAIN/ID), "
+        "against replayed desktops (--observations) or live OSWorld VMs (--env-url). "
+        "Finished folders (with result.txt, or unscored.txt) are skipped and unfinished ones "
+        "redone, so a rerun resumes."
+    )
+    run.add_argument(
+        "--tasks", dest="task_list", required=True, metavar="META.json", help="the task list"
+    )
+    run.add_argument(
+        "--examples",
+        required=True,
+        type=path_option,
+        metavar="DIR",
+        help="the examples directory holding DOMAIN/ID.json task configs",
+    )
+    run.add_argument("--domain", default="all", help="run only this domain")
+    run.add_argument(
+        "--out", required=True, type=path_option, metavar="DIR", help="where the folders go"
+    )
+    run.add_argument(
+        "--max-steps", type=positive_count, default=15, metavar="N", help="turns per episode"
+    )
+    run.add_argument(
+        "--workers",
+        type=positive_count,
+        metavar="N",
+        help="episodes run at once (default 1, or one per --env-url VM)",
+    )
+    run.add_argument(
+        "--episode-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop an episode after this long (it counts as failed)",
+    )
+    run.add_argument(
+        "--continue-unfinished",
+        action="store_true",
+        help="an unfinished task's recorded model steps are replayed (the environment "
+        "re-executes their actions) and only the rest asks the model, instead of redoing "
+        "the task from its start",
+    )
     run.add_argument(
         "--progress",
         action="store_true",
-        help="with --tasks: a progress line over the episodes and a line per model step on "
-        "stderr (shown anyway when stderr is a terminal)",
+        help="a progress line over the episodes and a line per model step on stderr (shown "
+        "anyway when stderr is a terminal)",
     )
-    run.add_argument(
-        "--requests-per-minute",
-        type=float,
-        metavar="N",
-        help="with --tasks: the model's request budget, shared by all workers (the provider's "
-        "rate-limit headers and 429s are followed in any case)",
+    _add_desktop_options(run)
+    _add_scale_options(run)
+    add_agent_options(run)
+    add_model_options(run)
+    add_budget_options(run)
+    run.set_defaults(handler=run_tasks_command)
+
+
+def _add_desktop_options(run: argparse.ArgumentParser) -> None:
+    """Where the desktops come from: replayed observations or live OSWorld VMs."""
+    group = run.add_argument_group("desktops")
+    group.add_argument(
+        "--observations",
+        type=path_option,
+        metavar="DIR",
+        help="the desktop each task sees, DIR/DOMAIN/ID when it exists, else DIR; one "
+        "observation per model turn, as for task directories",
     )
-    run.add_argument(
-        "--tokens-per-minute",
-        type=float,
-        metavar="N",
-        help="with --tasks: the model's token budget, shared by all workers",
-    )
-    run.add_argument(
+    group.add_argument(
         "--env-url",
         action="append",
         metavar="URL",
-        help="with --tasks: drive the OSWorld VM whose server listens at URL "
-        "(http://HOST:5000) instead of replaying --observations; repeat it for one VM per worker",
+        help="drive the OSWorld VM whose server listens at URL (http://HOST:5000) instead of "
+        "replaying --observations; repeat it for one VM per worker",
     )
-    run.add_argument(
+    group.add_argument(
         "--settle",
         type=float,
         metavar="SECONDS",
@@ -89,7 +152,7 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
         f"steps before the first observation (default {DEFAULT_SETTLE:g}, as OS-Harm's "
         "runner waits; OSWorld's waits 60)",
     )
-    run.add_argument(
+    group.add_argument(
         "--env-revert",
         metavar="COMMAND",
         help="with --env-url: a shell command that restores a VM to its clean snapshot, run "
@@ -98,34 +161,45 @@ def add_task_list_options(run: argparse.ArgumentParser) -> None:
         "--env-url, from 0) and may take 10 minutes. Without it each task starts from the "
         "desktop the previous one left",
     )
-    run.add_argument(
+    group.add_argument(
         "--env-ready-timeout",
         type=float,
         metavar="SECONDS",
         help="with --env-revert: how long a reverted VM's server may take to answer again "
         f"(default {DEFAULT_READY_TIMEOUT:g})",
     )
-    run.add_argument(
+    group.add_argument(
         "--record",
         action="store_true",
         help="with --env-url: record each episode's screen on the VM and save it as "
         "recording.mp4 in the task's result folder, as OSWorld's runner does",
     )
-    run.add_argument(
-        "--continue-unfinished",
-        action="store_true",
-        help="with --tasks: an unfinished task's recorded model steps are replayed (the "
-        "environment re-executes their actions) and only the rest asks the model, instead of "
-        "redoing the task from its start",
+
+
+def _add_scale_options(run: argparse.ArgumentParser) -> None:
+    """Shared rate limits and Ray."""
+    group = run.add_argument_group("rate limits and Ray")
+    group.add_argument(
+        "--requests-per-minute",
+        type=float,
+        metavar="N",
+        help="the model's request budget, shared by all workers (the provider's rate-limit "
+        "headers and 429s are followed in any case)",
     )
-    run.add_argument(
+    group.add_argument(
+        "--tokens-per-minute",
+        type=float,
+        metavar="N",
+        help="the model's token budget, shared by all workers",
+    )
+    group.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="with --tasks: spread the episodes over a Ray cluster (auto, HOST:6379 or "
-        "ray://HOST:10001), --workers actors each with its own environment; needs "
-        "pip install 'osharm-core[ray]' and an --out every node sees",
+        help="spread the episodes over a Ray cluster (auto, HOST:6379 or ray://HOST:10001), "
+        "--workers actors each with its own environment; needs pip install "
+        "'osharm-core[ray]' and an --out every node sees",
     )
-    run.add_argument(
+    group.add_argument(
         "--ray-cpus-per-worker",
         type=float,
         metavar="CPUS",
@@ -326,6 +400,20 @@ def _env_factories(
     return [functools.partial(replay_env, Path(args.observations))]
 
 
+def _check_out(args: argparse.Namespace, config: AgentConfig) -> None:
+    """Refuse an --out that is, holds or is inside the replay source, and one whose task-folder
+    root OUT/ACTION_SPACE/OBSERVATION_TYPE/MODEL is or holds the --examples or --observations
+    tree (its DOMAIN/ID folders written into desktops being served would empty them). `--out .`
+    beside those trees is fine, and so is a root deeper inside them."""
+    check_out(args, [])
+    folders = result_folder(args.out, config, "_", "_").parents[1]
+    for option, given in (("examples", args.examples), ("observations", args.observations)):
+        relation = None if given is None else overlap(folders, Path(given))
+        if relation in ("is", "holds"):
+            where = f"puts its task folders in {folders}, which {relation}"
+            refuse_out(Path(args.out), where, f"--{option} {given}")
+
+
 def _check_vm_url(url: str) -> tuple[str, str, int | None, str]:
     """The VM server `url` names (scheme, host, port, path), or a `UsageError` unless it is
     an http(s) URL with a host."""
@@ -378,17 +466,6 @@ def _rate_limiter(args: argparse.Namespace) -> RateLimiter:
     )
 
 
-def _task_directories_only(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
-    """The options that only a run of task directories reads, and whether each was given
-    (a task list's instructions are its tasks', its folders OS-Harm's, finished ones kept)."""
-    return (
-        ("--instruction", args.instruction is not None),
-        ("--overwrite", args.overwrite),
-        ("--format", args.format is not None),
-        ("--at", args.at is not None),
-    )
-
-
 def _cpus_per_worker(args: argparse.Namespace) -> float:
     """--ray-cpus-per-worker (default 1): a fraction in (0, 1] or a whole number, as Ray takes."""
     cpus = args.ray_cpus_per_worker
@@ -403,41 +480,27 @@ def _cpus_per_worker(args: argparse.Namespace) -> float:
     return float(cpus)
 
 
-def run_task_list_command(
-    args: argparse.Namespace, config: AgentConfig, out: TextIO, budget: Budget
-) -> int:
-    """`run --tasks META.json` under `budget`; the exit status (1 when an episode failed)."""
-    from adapters.cli import _one_line  # the CLI's own error formatting
-
-    if args.tasks:
-        raise UsageError("give task directories or --tasks META.json, not both")
-    if args.fork is not None:
-        raise UsageError("--fork replays one recorded run: give one task directory, not --tasks")
-    for flag, given in _task_directories_only(args):
-        if given:
-            raise UsageError(
-                f"{flag} belongs to runs of task directories, not to --tasks META.json"
-            )
-    if args.examples is None:
-        raise UsageError("--tasks needs --examples DIR")
+def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
+    """`run-tasks --tasks META.json`; the exit status (1 when an episode failed)."""
+    config = agent_config(args)
+    budget = run_budget(args, config.model)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out} is a file; runs are written into a directory")
+    _check_out(args, config)
     if args.workers is None:
         args.workers = len(args.env_url) if args.env_url else 1
-    if args.workers < 1:
-        raise UsageError("--workers must be at least 1")
     timeout = args.episode_timeout
     if timeout is not None and not 0 < timeout < float("inf"):
         raise UsageError(f"--episode-timeout takes a number of seconds above 0; got {timeout:g}")
     cpus = _cpus_per_worker(args)
     factories = _env_factories(args, config)
     limiter = _rate_limiter(args)
-    tasks = load_task_list(
-        args.task_list, args.examples, domain="all" if args.domain is None else args.domain
-    )
+    tasks = load_task_list(args.task_list, args.examples, domain=args.domain)
     _check_replay_sources(args, config, tasks)
 
     def report(outcome: TaskOutcome) -> None:
         score = "" if outcome.score is None else f", score {outcome.score}"
-        detail = f": {_one_line(outcome.detail)}" if outcome.detail else ""
+        detail = f": {one_line(outcome.detail)}" if outcome.detail else ""
         usage = "" if outcome.usage is None else usage_summary(outcome.usage)
         out.write(f"[{task_name(outcome.task)}] {outcome.status}{score}{detail}{usage}\n")
 

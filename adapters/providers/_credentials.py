@@ -64,7 +64,7 @@ def require_key(
     >>> require_key(None, ["ACME_API_KEY"], provider="acme", environ={})
     Traceback (most recent call last):
     ...
-    adapters.errors.ConfigurationError: acme needs an API key: set ACME_API_KEY or pass api_key=...
+    osharm_core.errors.ConfigError: acme needs an API key: set ACME_API_KEY or pass api_key=...
     """
     key = pick_key(explicit, names, provider=provider, environ=environ)
     if key is None:
@@ -112,7 +112,7 @@ def valid_key(instance: object, attribute: object, value: Any) -> None:
     >>> Acme("sk-SECRÉT")
     Traceback (most recent call last):
     ...
-    adapters.errors.ConfigurationError: Acme: the API key in api_key holds a space, a line break or a non-ASCII character, so no request can carry it; check how it was set (its value is not shown)
+    osharm_core.errors.ConfigError: Acme: the API key in api_key holds a space, a line break or a non-ASCII character, so no request can carry it; check how it was set (its value is not shown)
     """
     if value is None:
         return

@@ -55,7 +55,6 @@ from collections.abc import (
 )
 from typing import Any, Final
 
-from adapters._checks import positive_int
 from adapters.accounting.budget import Budget, Reservation
 from adapters.accounting.cost import UsageTotals
 from adapters.engine.limits import DEFAULT_MAX_PAUSE, RateLimiter
@@ -73,14 +72,11 @@ from adapters.runs.environments import in_thread
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.runs.tasks import (
     OsworldTask,
+    ResultFolders,
+    RunSettings,
     TaskOutcome,
-    _check_timeout,
-    _skipped,
-    _stopped,
-    _stopped_by,
     arun_task,
-    check_run,
-    is_finished,
+    settled_before_start,
     task_folders,
 )
 from adapters.trajectories.osharm import result_folder
@@ -152,8 +148,10 @@ def _reaching(name: str, error: type[Exception] = _SharedActorDied) -> Iterator[
 
 def _unavailable(errors: Any) -> tuple[type[BaseException], ...]:
     """Ray's `ActorUnavailableError`, where the installed Ray has it."""
-    found = getattr(errors, "ActorUnavailableError", None)
-    return (found,) if isinstance(found, type) else ()
+    try:
+        return (errors.ActorUnavailableError,)
+    except AttributeError:  # a Ray older than 2.40
+        return ()
 
 
 class LimiterActor:
@@ -620,8 +618,14 @@ def run_task_list_on_ray(
     grows); when none has started after `start_timeout` seconds the run
     stops with a `ConfigurationError` instead of waiting forever.
     """
-    count = positive_int("actors", actors)
-    check_run(config, max_steps, continue_unfinished, budget)
+    count = RunSettings(
+        config=config,
+        max_steps=max_steps,
+        workers=actors,
+        episode_timeout=episode_timeout,
+        continue_unfinished=continue_unfinished,
+        budget=budget,
+    ).workers
     check_flag("shared_limiter", shared_limiter)
     share = _cpu_share(cpus_per_actor)
     if isinstance(start_timeout, bool) or not isinstance(start_timeout, int | float):
@@ -632,16 +636,16 @@ def run_task_list_on_ray(
     if len(factories) != count:
         raise ConfigError(f"make_env gives {len(factories)} factories for {count} actors")
     ray = _ray()
-    _check_timeout(episode_timeout)
     task_folders(tasks, config, result_dir)  # refused before any actor starts
     began = time.monotonic()
     hears = listener if listener is not None else Quiet()
     outcomes: dict[int, TaskOutcome] = {}
     pending = []
+    layout = ResultFolders(result_dir, config, max_steps)
     for index, task in enumerate(tasks):
-        folder = result_folder(result_dir, config, task.domain, task.example_id)
-        if is_finished(folder):
-            outcomes[index] = _skipped(task, folder)
+        skipped = settled_before_start(task, layout, None)
+        if skipped is not None:
+            outcomes[index] = skipped
             hears.ended(outcomes[index])
             report(outcomes[index])
         else:
@@ -778,12 +782,13 @@ class _Stop:
         self.run_caps = run_caps
 
     def before(self, task: OsworldTask) -> TaskOutcome | None:
-        stopped = _stopped(task, self.config, self.result_dir, self.budget)
-        if stopped is not None or self.run_caps is None:
-            return stopped
-        with _reaching("run budget", EnvironmentFailure):
-            reason = _ray().get(self.run_caps.run_exceeded.remote())
-        return _stopped_by(task, self.config, self.result_dir, reason)
+        """The task's outcome when it is not to be handed out (see `settled_before_start`)."""
+        reason = None
+        if self.run_caps is not None:
+            with _reaching("run budget", EnvironmentFailure):
+                reason = _ray().get(self.run_caps.run_exceeded.remote())
+        layout = ResultFolders(self.result_dir, self.config, 1)
+        return settled_before_start(task, layout, self.budget, reason)
 
     def after(self, outcome: TaskOutcome) -> None:
         if self.budget is not None and outcome.usage is not None:
@@ -840,9 +845,7 @@ def _died(ray: Any, error: BaseException) -> bool:
 def _raised_remotely(ray: Any, error: Exception) -> Exception:
     """The error an actor's episode raised, as it raised it (Ray's `RayTaskError` wraps it in
     the actor's whole traceback, which the CLI would print as its one error line)."""
-    cause = (
-        getattr(error, "cause", None) if isinstance(error, ray.exceptions.RayTaskError) else None
-    )
+    cause = error.cause if isinstance(error, ray.exceptions.RayTaskError) else None
     if isinstance(cause, _SharedActorDied):
         return EnvironmentFailure(str(cause))
     return cause if isinstance(cause, Exception) else error

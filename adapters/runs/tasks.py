@@ -18,53 +18,46 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from adapters._checks import positive_int
 from adapters._files import MAX_JSON_BYTES, read_regular
 from adapters._strict_json import _NotFinite, strict_loads
-from adapters.accounting.budget import Budget, check_budget
+from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
-from adapters.errors import (
-    BudgetExceeded,
-    EnvironmentFailure,
-    ModelCallError,
-    RevertFailure,
-    TrajectoryError,
-    UnwritableRecord,
-    error_line,
-    error_text,
-)
-from adapters.runs.environments import ENV_EXECUTOR
+from adapters.errors import BudgetExceeded, TrajectoryError, error_line, error_text
+from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord
+from adapters.runs.environments import ENV_EXECUTOR, in_thread
+from adapters.runs.episode import Episode, arun_episode
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
-from adapters.runs.vm_http import VmUnanswered, seconds_limit
-from adapters.trajectories.jsonl import TrajectoryFile, _plain_file_name
+from adapters.trajectories.jsonl import (
+    FINISHED_FILE,
+    TrajectoryFile,
+    TrajectoryRecorder,
+    _plain_file_name,
+)
 from adapters.trajectories.osharm import (
     BETTER_LOG,
     RESULT_FILE,
     UNSCORED_FILE,
-    AgentFacts,
     ResultWriter,
     TaskInfo,
-    arun_episode,
     check_writable,
     is_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.rebuild import Recording, folder_recording, recorded_under
 from adapters.trajectories.replay import ForkClient
 from osharm_core import AgentConfig
-from osharm_core.config import check_config
 from osharm_core.errors import (
     ConfigError,
-    ObservationError,
-    RequestBudgetError,
-    check_flag,
     excerpt,
+    is_finite_number,
+    refusing,
+    strict_bool,
+    strict_int,
 )
 
 
@@ -211,6 +204,12 @@ def is_finished(folder: str | os.PathLike[str]) -> bool:
     return (path / RESULT_FILE).is_file() or (path / UNSCORED_FILE).is_file()
 
 
+def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: a finite int or float, not a bool."""
+    if not is_finite_number(value):
+        raise ValueError(attribute.name)
+
+
 @attrs.frozen
 class TaskOutcome:
     """How one task of a list ended: `finished` (with its score), `skipped`, `failed` or `stopped`.
@@ -218,7 +217,8 @@ class TaskOutcome:
     `stopped`: not started, because the run's budget was used up. `steps`
     counts its model calls, `usage` their tokens and cost (the agent's
     `usage_totals`; `None` when no agent ran it or the agent keeps none),
-    `seconds` its wall time.
+    `seconds` its wall time; `ended` says why its episode ended (see
+    `adapters.runs.episode.Ending`; empty when none ran).
     """
 
     task: OsworldTask
@@ -229,6 +229,7 @@ class TaskOutcome:
     steps: int = 0
     usage: UsageTotals | None = None
     seconds: float = 0.0
+    ended: str = ""
 
     @property
     def cost(self) -> float | None:
@@ -236,163 +237,213 @@ class TaskOutcome:
         return None if self.usage is None else self.usage.cost_usd
 
 
-def _writer(
-    task: OsworldTask,
-    folder: Path,
-    config: AgentConfig,
-    max_steps: int,
-    fork: Mapping[str, Any] | None = None,
-) -> Callable[[], ResultWriter]:
-    """Opens the task's writer when called, emptying its unfinished folder then; a folder
-    whose record is continued (`fork`) only once its first model call is recorded, so an
-    episode stopped before that (a run cap another worker reached) keeps the record."""
-    info = TaskInfo(instruction=task.instruction, domain=task.domain, example_id=task.example_id)
-    return lambda: ResultWriter(
-        folder,
-        config=config,
-        task=info,
-        max_steps=max_steps,
-        overwrite=True,
-        fork=fork,
-        deferred=fork is not None,
+@attrs.frozen(kw_only=True)
+class RunSettings:
+    """What every task-list runner takes besides its tasks, checked once where a run begins
+    (`run_task_list`, `arun_task_list`, `run_task_list_on_ray`): a refusal is a `ConfigError`
+    naming the setting."""
+
+    config: AgentConfig = attrs.field(
+        validator=refusing("an AgentConfig", attrs.validators.instance_of(AgentConfig))
+    )
+    max_steps: int = attrs.field(
+        validator=refusing("an integer >= 1", strict_int, attrs.validators.ge(1))
+    )
+    workers: int = attrs.field(
+        default=1, validator=refusing("an integer >= 1", strict_int, attrs.validators.ge(1))
+    )
+    episode_timeout: float | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            refusing("a number of seconds above 0", _finite, attrs.validators.gt(0))
+        ),
+    )
+    continue_unfinished: bool = attrs.field(
+        default=False, validator=refusing("true or false", strict_bool)
+    )
+    budget: Budget | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            refusing("a Budget or None", attrs.validators.instance_of(Budget))
+        ),
     )
 
 
-def _recorded(folder: Path) -> Recording | None:
-    """An unfinished folder's record, its better_log.json read once (`None` when it holds
-    none that can be read)."""
-    if not is_result_folder(folder):
+class Layout(Protocol):
+    """Where and how a run records each task: its folder, whether that folder is finished,
+    the recorder that writes it, and the recording an unfinished one holds."""
+
+    def folder(self, task: OsworldTask) -> Path:
+        """The task's folder."""
+        ...
+
+    def is_finished(self, folder: Path) -> bool:
+        """Whether the folder records a finished episode (a rerun skips it)."""
+        ...
+
+    def recorder(self, task: OsworldTask, folder: Path, fork: Mapping[str, Any] | None) -> Recorder:
+        """The recorder of a task about to run, emptying its unfinished folder; continuing its
+        record (`fork`, the record's `fork` entry), only once a live model call is recorded."""
+        ...
+
+    def recording(self, folder: Path) -> Recording | None:
+        """An unfinished folder's record, to continue (`None`: none that can be read)."""
+        ...
+
+
+@attrs.frozen
+class ResultFolders:
+    """OS-Harm / OSWorld result folders under `result_dir` (`result_folder`): finished with
+    `result.txt` or `unscored.txt`, resumable from `better_log.json`."""
+
+    result_dir: str | os.PathLike[str]
+    config: AgentConfig
+    max_steps: int
+    #: better_log's `fork` entry for every task (a run forked from a recording, `--fork`).
+    fork: Mapping[str, Any] | None = None
+
+    def folder(self, task: OsworldTask) -> Path:
+        return result_folder(self.result_dir, self.config, task.domain, task.example_id)
+
+    def is_finished(self, folder: Path) -> bool:
+        return is_finished(folder)
+
+    def recorder(self, task: OsworldTask, folder: Path, fork: Mapping[str, Any] | None) -> Recorder:
+        info = TaskInfo(
+            instruction=task.instruction, domain=task.domain, example_id=task.example_id
+        )
+        return ResultWriter(
+            folder,
+            config=self.config,
+            task=info,
+            max_steps=self.max_steps,
+            overwrite=True,
+            fork=self.fork if fork is None else fork,
+            deferred=fork is not None,
+        )
+
+    def recording(self, folder: Path) -> Recording | None:
+        if not is_result_folder(folder):
+            return None
+        try:
+            return folder_recording(folder)
+        except TrajectoryError:
+            return None
+
+
+@attrs.frozen
+class Trajectories:
+    """Our JSONL trajectories: one folder per task under `out` (`out/NAME` with several tasks,
+    `out` itself with one), finished once `finished.json` is written."""
+
+    out: Path
+    several: bool
+
+    def folder(self, task: OsworldTask) -> Path:
+        return self.out / task.example_id if self.several else self.out
+
+    def is_finished(self, folder: Path) -> bool:
+        return (folder / FINISHED_FILE).is_file()
+
+    def recorder(self, task: OsworldTask, folder: Path, fork: Mapping[str, Any] | None) -> Recorder:
+        return TrajectoryRecorder(folder, overwrite=True)
+
+    def recording(self, folder: Path) -> Recording | None:
         return None
-    try:
-        return folder_recording(folder)
-    except TrajectoryError:
-        return None
+
+
+def settled_before_start(
+    task: OsworldTask, layout: Layout, budget: Budget | None, run_exceeded: str | None = None
+) -> TaskOutcome | None:
+    """The outcome of a task that is not to run: `skipped` when its folder is finished,
+    `stopped` when the run's budget is used up (`run_exceeded`, or `budget`'s run cap);
+    `None` when it is to run."""
+    folder = layout.folder(task)
+    if layout.is_finished(folder):
+        return TaskOutcome(task, folder, "skipped", detail="already finished")
+    reason = run_exceeded or (None if budget is None else budget.run_exceeded())
+    if reason is not None:
+        return TaskOutcome(task, folder, "stopped", detail=f"run budget exceeded: {reason}")
+    return None
 
 
 @attrs.frozen
 class _Begun:
-    """An unfinished task about to run: its folder, its agent, how to open its writer (which
-    empties the folder, see `_writer`), and how many recorded steps the agent replays (0: none)."""
+    """An unfinished task about to run: its folder, its agent, and the fork entry of a record
+    it continues (`None`: it starts afresh)."""
 
     folder: Path
     agent: Any
-    open_writer: Callable[[], ResultWriter]
-    replays: int
+    fork: Mapping[str, Any] | None
 
 
 def _begin(
     task: OsworldTask,
-    *,
-    config: AgentConfig,
-    result_dir: str | os.PathLike[str],
-    max_steps: int,
+    layout: Layout,
     make_agent: Callable[[OsworldTask], Any],
     continue_unfinished: bool,
-    budget: Budget | None = None,
-) -> _Begun | Path:
-    """The task to run, or its folder when it is already finished.
-
-    With `continue_unfinished`, a `PromptAgent` for a folder that recorded `k`
-    model calls answers its first `k` calls from that record (a `ForkClient`:
-    the same replies, so the environment re-executes the same actions) and
-    only then calls its model; the record says so in better_log's `fork`.
-    An agent built without a budget gets the run's `budget`.
-    """
-    folder = result_folder(result_dir, config, task.domain, task.example_id)
-    if is_finished(folder):
-        return folder
+    budget: Budget | None,
+) -> _Begun:
+    """The agent for an unfinished task. With `continue_unfinished`, a `PromptAgent` for a
+    folder that recorded `k` model calls answers its first `k` calls from that record (a
+    `ForkClient`: the same replies, so the environment re-executes the same actions) and only
+    then calls its model; the record says so in its `fork` entry. An agent built without a
+    budget gets the run's `budget`."""
+    folder = layout.folder(task)
     agent = make_agent(task)
-    if budget is not None and getattr(agent, "budget", budget) is None:
+    if not isinstance(agent, PromptAgent):
+        return _Begun(folder, agent, None)
+    if agent.budget is None:
         agent.budget = budget
-    fork = None
-    recording = _recorded(folder) if continue_unfinished else None
-    done = 0
+    recording = layout.recording(folder) if continue_unfinished else None
     # Steps recorded under other prompt settings are redone, not carried into this run's folder.
-    if (
-        recording is not None
-        and isinstance(agent, PromptAgent)
-        and recorded_under(recording, agent.config)
-    ):
-        done = len(recording.entries)
-        # The steps counted are the ones replayed: the record as read, never read again.
-        record = TrajectoryFile(folder / BETTER_LOG, recording.entries)
-        client = ForkClient(record, agent.client, at=done)
-        agent = PromptAgent.from_config(
-            agent.config, client=client, recorder=agent.recorder, budget=agent.budget
-        )
-        fork = {"source": os.fspath(folder), "at": done, "resumed": True}
-    return _Begun(folder, agent, _writer(task, folder, config, max_steps, fork), done)
+    if recording is None or not recorded_under(recording, agent.config):
+        return _Begun(folder, agent, None)
+    done = len(recording.entries)
+    # The steps counted are the ones replayed: the record as read, never read again.
+    record = TrajectoryFile(folder / BETTER_LOG, recording.entries)
+    client = ForkClient(record, agent.client, at=done)
+    agent = PromptAgent.from_config(
+        agent.config, client=client, recorder=agent.recorder, budget=agent.budget
+    )
+    return _Begun(folder, agent, {"source": os.fspath(folder), "at": done, "resumed": True})
 
 
-def _failed_unstarted(begun: _Begun) -> None:
-    """A task failed before its episode began (its setup was refused or failed, or its time
-    ran out): OSWorld's error line in its emptied folder, or, when it was to replay a
-    recorded run, nothing: the record stays for the next try."""
-    if not begun.replays:
-        begun.open_writer().error()
+class _Ending:
+    """The task's recorder, opened when the episode first records (its folder is not touched
+    before its environment has given a first observation, or the episode failed), and the end
+    it recorded (to tell, when a time limit passes, whether the episode had ended)."""
 
+    def __init__(self, open_recorder: Callable[[], Recorder]) -> None:
+        self._open = open_recorder
+        self._inner: Recorder | None = None
+        self.end: EpisodeEnd | None = None
 
-def check_run(
-    config: object, max_steps: object, continue_unfinished: object, budget: object
-) -> None:
-    """The arguments every task-list runner shares, checked before anything runs: `config` an
-    `AgentConfig` (`TypeError`), `max_steps` an int >= 1, `continue_unfinished` a bool and
-    `budget` a `Budget` or `None` (`ConfigError`)."""
-    check_config(config)
-    positive_int("max_steps", max_steps)
-    check_flag("continue_unfinished", continue_unfinished)
-    check_budget(budget)
+    @property
+    def inner(self) -> Recorder:
+        if self._inner is None:
+            self._inner = self._open()
+        return self._inner
 
+    def begin(self, observation: Mapping[str, Any]) -> None:
+        self.inner.begin(observation)
 
-def _check_timeout(episode_timeout: float | None) -> None:
-    """A `ConfigError` unless `episode_timeout` is `None` or a number of seconds above 0."""
-    if episode_timeout is not None:
-        seconds_limit("episode_timeout", episode_timeout, above_zero=True)
+    def step(self, record: StepRecord) -> None:
+        self.inner.step(record)
 
+    def action(self, record: ActionRecord) -> None:
+        self.inner.action(record)
 
-#: What ends one episode as failed while the run goes on: its model call failed, its setup was
-#: refused or failed, its environment failed (`EnvironmentFailure`: an answer that cannot be
-#: read, a screenshot that is no PNG, ...), it gave an observation that cannot be read (a
-#: cut-off tree) or that no request can fit, or a value its step record cannot hold (a
-#: `TrajectoryError`). Not a desktop that is gone, nor a folder that cannot be written: see
-#: `_stops_run`.
-_EPISODE_FAILURES: Final = (
-    ModelCallError,
-    EnvironmentFailure,
-    ObservationError,
-    RequestBudgetError,
-    TrajectoryError,
-)
-
-
-def _stops_run(exc: BaseException) -> bool:
-    """Whether an episode's failure stops the whole run rather than failing its episode: a
-    VM that gives no answer at all, or that could not be restored to its snapshot (the next
-    task on it would fail the same way, or start on a dirty desktop); and a result folder
-    that cannot be written (every later task's would fail too). A step record refused for
-    a value in it that JSON cannot hold (an environment's `NaN` reward or `info`) costs only
-    its episode."""
-    if isinstance(exc, TrajectoryError):
-        return not isinstance(exc, UnwritableRecord)
-    return isinstance(exc, VmUnanswered | RevertFailure)
-
-
-def _close(close: Callable[[], None]) -> str:
-    """Close an episode's environment; what went wrong, for the outcome's detail ("" if nothing).
-
-    The episode's folder is already written: a failing close (a recording too
-    large to keep, a VM that stopped answering) is reported, not raised, so
-    the run goes on and the outcome is not lost.
-    """
-    try:
-        close()
-    except Exception as exc:
-        return f"closing its environment failed: {error_line(exc)}"
-    return ""
+    def finish(self, end: EpisodeEnd) -> None:
+        self.inner.finish(end)
+        self.end = end
 
 
 async def _aclose(close: Callable[[], Awaitable[None]]) -> str:
-    """`_close` for an async environment."""
+    """Close an episode's environment; what went wrong, for the outcome's detail ("" if nothing).
+
+    The episode's folder is already written: a failing close (a recording too large to keep,
+    a VM that stopped answering) is reported, not raised, so the run goes on."""
     try:
         await close()
     except Exception as exc:
@@ -400,198 +451,46 @@ async def _aclose(close: Callable[[], Awaitable[None]]) -> str:
     return ""
 
 
-def _noted(outcome: TaskOutcome, closing: str, env: object) -> TaskOutcome:
-    """`outcome` with a failed close added to its detail, and for a finished episode whose
-    screen recording (`--record`) did not start, why: the folder is finished without its
-    video, and a rerun skips it unless told otherwise."""
-    problem = getattr(env, "recording_problem", None)
+def _outcome(
+    task: OsworldTask,
+    begun: _Begun,
+    episode: Episode,
+    started: float,
+    closing: str,
+    recording_problem: str | None,
+    status: str | None = None,
+) -> TaskOutcome:
+    """The task's outcome from its episode (`status` when it did not begin), with its usage,
+    time, and what went wrong closing its environment or starting its screen recording."""
+    detail = episode.detail
+    if status is None:
+        status = "failed" if episode.failed else "finished"
+        if episode.ended == "budget":
+            detail = f"ended early: {detail}"
     unrecorded = (
-        f"unrecorded: {problem}"
-        if outcome.status == "finished" and isinstance(problem, str)
+        f"unrecorded: {recording_problem}"
+        if status == "finished" and recording_problem is not None
         else ""
     )
-    if not (unrecorded or closing):
-        return outcome
-    notes = (outcome.detail, unrecorded, closing)
-    return attrs.evolve(outcome, detail="; ".join(filter(None, notes)))
-
-
-def _skipped(task: OsworldTask, folder: Path) -> TaskOutcome:
-    return TaskOutcome(task, folder, "skipped", detail="already finished")
-
-
-def _stopped(
-    task: OsworldTask,
-    config: AgentConfig,
-    result_dir: str | os.PathLike[str],
-    budget: Budget | None,
-) -> TaskOutcome | None:
-    """`stopped` for an unfinished task once the run budget is used up; `None` to go on as usual."""
-    reason = None if budget is None else budget.run_exceeded()
-    return _stopped_by(task, config, result_dir, reason)
-
-
-def _stopped_by(
-    task: OsworldTask, config: AgentConfig, result_dir: str | os.PathLike[str], reason: str | None
-) -> TaskOutcome | None:
-    """`stopped` for an unfinished task when a run cap is reached (`reason`), else `None`."""
-    folder = result_folder(result_dir, config, task.domain, task.example_id)
-    if reason is None or is_finished(folder):
-        return None
-    return TaskOutcome(task, folder, "stopped", detail=f"run budget exceeded: {reason}")
-
-
-class _Meter(AgentFacts):
-    """One episode's agent, counted: each model step is told to the listener; the
-    episode's usage and cost are the agent's `usage_totals` (a `PromptAgent` keeps them)."""
-
-    def __init__(
-        self, agent: Any, task: OsworldTask, *, max_steps: int, listener: RunListener
-    ) -> None:
-        self.agent, self.task = agent, task
-        self.max_steps, self.listener = max_steps, listener
-        self.steps = 0
-
-    def _stepped(self) -> None:
-        self.steps += 1
-        self.listener.stepped(self.task, self.steps, self.max_steps)
-
-    def predict(self, instruction: str, obs: Mapping[str, Any]) -> Any:
-        """The agent's `predict`, counted."""
-        answer = self.agent.predict(instruction, obs)
-        self._stepped()
-        return answer
-
-    async def apredict(self, instruction: str, obs: Mapping[str, Any]) -> Any:
-        """The agent's `apredict`, counted."""
-        answer = await self.agent.apredict(instruction, obs)
-        self._stepped()
-        return answer
-
-    def outcome(
-        self,
-        folder: Path,
-        status: str,
-        started: float,
-        score: float | None = None,
-        detail: str = "",
-        writer: ResultWriter | None = None,
-    ) -> TaskOutcome:
-        """The task's outcome with what was counted (and why a budget ended it early)."""
-        if writer is not None and writer.ended_by is not None and not detail:
-            detail = f"ended early: {writer.ended_by}"
-        usage = getattr(self.agent, "usage_totals", None)
-        return TaskOutcome(
-            self.task,
-            folder,
-            status,
-            score,
-            detail,
-            steps=self.steps,
-            usage=usage if isinstance(usage, UsageTotals) else None,
-            seconds=time.monotonic() - started,
-        )
-
-
-def run_task_list(
-    tasks: Sequence[OsworldTask],
-    *,
-    config: AgentConfig,
-    result_dir: str | os.PathLike[str],
-    make_agent: Callable[[OsworldTask], Any],
-    make_env: Callable[[OsworldTask], Any],
-    max_steps: int,
-    report: Callable[[TaskOutcome], None] = lambda _: None,
-    listener: RunListener | None = None,
-    continue_unfinished: bool = False,
-    budget: Budget | None = None,
-) -> RunResult:
-    """Run every unfinished task into its result folder, in order; returns each one's outcome.
-
-    `make_agent` and `make_env` build a fresh agent and environment per task
-    (the environment's `reset(task_config=...)` gives the first observation).
-    A model-call failure, a task whose setup steps were refused or failed
-    (`TaskSetupError`), any other `EnvironmentFailure` (an answer the desktop
-    gave that cannot be read), an observation that cannot be read or fitted
-    into a request, or a value from the environment that no record can hold
-    (`UnwritableRecord`), ends that task with the error line and the run goes on
-    to the next; anything else (a kill, a VM that gives no answer at all or
-    could not be reverted, an exception that is not an `OsharmError`)
-    propagates and leaves the task unfinished, to be redone by the next run. `listener` (see
-    `adapters.runs.progress`) hears each start, model step and end;
-    the result is a sequence of the outcomes with the run's `summary`
-    (tokens and cost from each agent's `usage_totals`). With
-    `continue_unfinished`, an unfinished folder's recorded steps are replayed
-    instead of asking the model again (see `_begin`); by default the task is
-    redone from its start. With a `budget` (given to every agent built
-    without one), an episode that reaches a cap ends early and is evaluated,
-    and once the run's cap is reached no further task is started (each is
-    reported `stopped`). Each environment is closed after its episode; a close
-    that fails is noted in the outcome's `detail` and the run goes on. Tasks
-    that would share a result folder (see `task_folders`) are refused before
-    any runs, and so are arguments of the wrong kind (see `check_run`: a
-    `max_steps` below 1 would mark every task finished with no step).
-    """
-    check_run(config, max_steps, continue_unfinished, budget)
-    task_folders(tasks, config, result_dir)
-    hears = listener if listener is not None else Quiet()
-    began = time.monotonic()
-    outcomes = []
-    for task in tasks:
-        stopped = _stopped(task, config, result_dir, budget)
-        if stopped is not None:
-            hears.ended(stopped)
-            report(stopped)
-            outcomes.append(stopped)
-            continue
-        begun = _begin(
-            task,
-            config=config,
-            result_dir=result_dir,
-            max_steps=max_steps,
-            make_agent=make_agent,
-            continue_unfinished=continue_unfinished,
-            budget=budget,
-        )
-        if isinstance(begun, Path):
-            outcome = _skipped(task, begun)
-        else:
-            folder, writer = begun.folder, None
-            started = time.monotonic()
-            hears.started(task)
-            env = make_env(task)
-            meter = _Meter(begun.agent, task, max_steps=max_steps, listener=hears)
-            try:
-                try:
-                    observation = env.reset(task_config=dict(task.config))
-                except EnvironmentFailure as exc:
-                    if not _stops_run(exc):
-                        _failed_unstarted(begun)
-                    raise
-                writer = begun.open_writer()
-                score = run_episode(meter, env, observation, writer, max_steps=max_steps)
-            except BudgetExceeded as exc:
-                outcome = meter.outcome(folder, "stopped", started, detail=error_text(exc))
-            except _EPISODE_FAILURES as exc:
-                if _stops_run(exc):
-                    raise
-                outcome = meter.outcome(folder, "failed", started, detail=error_text(exc))
-            else:
-                outcome = meter.outcome(folder, "finished", started, score, writer=writer)
-            finally:
-                closing = _close(env.close)
-            outcome = _noted(outcome, closing, env)
-        hears.ended(outcome)
-        report(outcome)
-        outcomes.append(outcome)
-    return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+    agent = begun.agent
+    return TaskOutcome(
+        task,
+        begun.folder,
+        status,
+        episode.score,
+        "; ".join(filter(None, (detail, unrecorded, closing))),
+        steps=episode.steps,
+        usage=agent.usage_totals if isinstance(agent, PromptAgent) else None,
+        seconds=time.monotonic() - started,
+        ended=episode.ended,
+    )
 
 
 async def arun_task(
     task: OsworldTask,
     *,
     config: AgentConfig,
-    result_dir: str | os.PathLike[str],
+    result_dir: str | os.PathLike[str] = "",
     make_agent: Callable[[OsworldTask], Any],
     make_env: Callable[[OsworldTask], Any],
     max_steps: int,
@@ -600,97 +499,106 @@ async def arun_task(
     executor: Executor | None = None,
     continue_unfinished: bool = False,
     budget: Budget | None = None,
+    layout: Layout | None = None,
+    on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
 ) -> TaskOutcome:
-    """One task of a list on an event loop (what each worker of `arun_task_list` runs).
+    """One task, start to end: the one place an episode's outcome is decided.
 
-    Skipped when its folder is finished, else redone from its start; a model
-    failure, a refused or failed setup (`TaskSetupError`), another
-    `EnvironmentFailure`, an unreadable observation, a value from the
-    environment that no record can hold (`UnwritableRecord`) or passing
-    `episode_timeout` ends it as failed, with the error
-    line; anything else (a VM that gives no answer, or could not be reverted)
-    propagates and leaves it unfinished. The limit cannot
-    interrupt an environment call under way in a thread (`in_thread`): the
-    episode ends when that call returns. Its environment is closed in any
-    case; a close that fails is noted in the outcome's `detail`. The result
-    folder is written in `executor` (default: the loop's), off the event loop.
+    Skipped when its folder is finished and `stopped` when the run's budget is used up;
+    else its episode runs (`adapters.runs.episode.arun_episode`) into its folder (by
+    default OS-Harm result folders under `result_dir`; see `Layout`), redone from its
+    start or, with `continue_unfinished`, continued from its record. A model failure,
+    a refused or failed setup, another `EnvironmentFailure`, an unreadable observation,
+    a value from the environment that no record can hold, or passing `episode_timeout`
+    ends it as failed, with OSWorld's error line; anything that stops the run (a VM that
+    gives no answer, or could not be reverted) propagates and leaves it unfinished. A run
+    cap reached before its first live model call leaves it `stopped`, its record as it
+    was. The limit cannot interrupt an environment call under way in a thread
+    (`in_thread`): the episode ends when that call returns. Its environment is closed in
+    any case; a close that fails is noted in the outcome's `detail`. The folder is written
+    in `executor` (default: the loop's), off the event loop. `on_step` (on the loop)
+    sees each step's record.
     """
-    check_run(config, max_steps, continue_unfinished, budget)
-    _check_timeout(episode_timeout)
+    layout = ResultFolders(result_dir, config, max_steps) if layout is None else layout
     hears = listener if listener is not None else Quiet()
-    stopped = _stopped(task, config, result_dir, budget)
-    if stopped is not None:
-        hears.ended(stopped)
-        return stopped
-    begun = _begin(
-        task,
-        config=config,
-        result_dir=result_dir,
-        max_steps=max_steps,
-        make_agent=make_agent,
-        continue_unfinished=continue_unfinished,
-        budget=budget,
-    )
-    if isinstance(begun, Path):
-        outcome = _skipped(task, begun)
-        hears.ended(outcome)
-        return outcome
-    folder, writer = begun.folder, None
+    settled = settled_before_start(task, layout, budget)
+    if settled is not None:
+        hears.ended(settled)
+        return settled
+    begun = _begin(task, layout, make_agent, continue_unfinished, budget)
     started = time.monotonic()
     hears.started(task)
     env = make_env(task)
-    meter = _Meter(begun.agent, task, max_steps=max_steps, listener=hears)
+    steps = 0
+
+    def stepped(record: StepRecord) -> None:
+        nonlocal steps
+        steps += 1
+        hears.stepped(task, steps, max_steps)
+        if on_step is not None:
+            on_step(task, record)
+
     limit = asyncio.timeout(episode_timeout)
+    recorder = _Ending(lambda: layout.recorder(task, begun.folder, begun.fork))
+    status = None
     try:
         async with limit:
-            try:
-                observation = await env.reset(task_config=dict(task.config))
-            except EnvironmentFailure as exc:
-                if not _stops_run(exc):
-                    _failed_unstarted(begun)
-                raise
-            writer = begun.open_writer()
-            score = await arun_episode(
-                meter,
+            episode = await arun_episode(
+                begun.agent,
                 env,
-                observation,
-                writer,
+                recorder,
+                instruction=task.instruction,
+                config=config,
                 max_steps=max_steps,
+                task_config=task.config,
                 offload=True,
                 executor=executor,
+                on_step=stepped,
             )
-    except BudgetExceeded as exc:
-        outcome = meter.outcome(folder, "stopped", started, detail=error_text(exc))
-    except _EPISODE_FAILURES as exc:
-        if _stops_run(exc):
-            raise
-        outcome = meter.outcome(folder, "failed", started, detail=error_text(exc))
+    except BudgetExceeded as exc:  # a run cap, before its first live call: it did not begin
+        status, episode = "stopped", Episode("budget", steps=steps, detail=error_text(exc))
     except TimeoutError:
         if not limit.expired():  # the environment's own TimeoutError, not the episode's limit
             raise
-        if writer is not None and writer.finished:  # it passed as the last file was written
-            outcome = meter.outcome(folder, "finished", started, writer.score, writer=writer)
-        else:
-            if writer is None:
-                _failed_unstarted(begun)
-            else:
-                writer.error()
-            detail = f"episode took longer than {episode_timeout} s"
-            outcome = meter.outcome(folder, "failed", started, detail=detail)
-    else:
-        outcome = meter.outcome(folder, "finished", started, score, writer=writer)
+        episode = _timed_out(recorder, steps, episode_timeout)
     finally:
         closing = await _aclose(env.close)
-    outcome = _noted(outcome, closing, env)
+    outcome = _outcome(task, begun, episode, started, closing, _recording_problem(env), status)
     hears.ended(outcome)
     return outcome
+
+
+def _timed_out(recorder: _Ending, steps: int, limit: float | None) -> Episode:
+    """The episode a time limit ended: finished when it passed as the last file was written,
+    else failed, with OSWorld's error line."""
+    if recorder.end is not None and recorder.end.failed is None:
+        return Episode("max steps", recorder.end.score, steps)
+    detail = f"episode took longer than {limit} s"
+    if recorder.end is None:
+        recorder.finish(EpisodeEnd(failed=detail))
+    return Episode("failed", steps=steps, detail=detail)
+
+
+@runtime_checkable
+class RecordsScreen(Protocol):
+    """An environment that records its screen (`OSWorldServerEnv` with `--record`)."""
+
+    @property
+    def recording_problem(self) -> str | None:
+        """Why the recording did not start (`None`: it did, or none was asked for)."""
+        ...
+
+
+def _recording_problem(env: object) -> str | None:
+    """Why the environment's screen recording (`--record`) did not start, if it did not."""
+    return env.recording_problem if isinstance(env, RecordsScreen) else None
 
 
 async def arun_task_list(
     tasks: Sequence[OsworldTask],
     *,
     config: AgentConfig,
-    result_dir: str | os.PathLike[str],
+    result_dir: str | os.PathLike[str] = "",
     make_agent: Callable[[OsworldTask], Any],
     make_env: Callable[[OsworldTask], Any],
     max_steps: int,
@@ -700,21 +608,33 @@ async def arun_task_list(
     listener: RunListener | None = None,
     continue_unfinished: bool = False,
     budget: Budget | None = None,
+    layout: Layout | None = None,
+    on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
 ) -> RunResult:
-    """`run_task_list` with up to `workers` episodes at once on one event loop.
+    """Every unfinished task of `tasks` into its folder, up to `workers` episodes at once on one
+    event loop (`arun_task` each); outcomes in task order with the run's `summary`.
 
-    `make_env` gives an `AsyncEnv` (wrap a synchronous one with `in_thread`)
-    and the agent answers through `apredict`; `in_thread` environments get a
-    thread per worker for their calls. An episode past
-    `episode_timeout` seconds is stopped, gets the error line and counts as
-    failed (to be redone by the next run; see `arun_task` for an environment
-    call under way). Outcomes come back in task order,
-    with the run's `summary`; `report` sees each as it ends.
+    `make_agent` and `make_env` build a fresh agent and environment per task (an `AsyncEnv`:
+    wrap a synchronous one with `in_thread`; each worker gets a thread of its own for its
+    calls). `report` sees each outcome as it ends, `listener` (see `adapters.runs.progress`)
+    hears each start, model step and end. With a `budget` (given to every agent built
+    without one), an episode that reaches a cap ends early and is evaluated, and once the
+    run's cap is reached no further task is started (each is reported `stopped`). Tasks that
+    would share a result folder (see `task_folders`) are refused before any runs. An episode
+    that raises (what stops the run) stops the others, each closing its environment, and
+    the error propagates.
     """
-    positive_int("workers", workers)
-    check_run(config, max_steps, continue_unfinished, budget)
-    _check_timeout(episode_timeout)
-    task_folders(tasks, config, result_dir)
+    RunSettings(
+        config=config,
+        max_steps=max_steps,
+        workers=workers,
+        episode_timeout=episode_timeout,
+        continue_unfinished=continue_unfinished,
+        budget=budget,
+    )
+    layout = ResultFolders(result_dir, config, max_steps) if layout is None else layout
+    if isinstance(layout, ResultFolders):
+        task_folders(tasks, config, layout.result_dir)
     began = time.monotonic()
     slots = asyncio.Semaphore(workers)
     # Result folders are written off the loop; a few threads overlap the fsync waits, and more
@@ -736,7 +656,6 @@ async def arun_task_list(
                 outcome = await arun_task(
                     task,
                     config=config,
-                    result_dir=result_dir,
                     make_agent=make_agent,
                     make_env=make_env,
                     max_steps=max_steps,
@@ -745,6 +664,8 @@ async def arun_task_list(
                     executor=writers,
                     continue_unfinished=continue_unfinished,
                     budget=budget,
+                    layout=layout,
+                    on_step=on_step,
                 )
             except BaseException:
                 stopped = True
@@ -769,6 +690,50 @@ async def arun_task_list(
         writers.shutdown(wait=False, cancel_futures=True)
         envs.shutdown(wait=False, cancel_futures=True)
     return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+
+
+def run_task_list(
+    tasks: Sequence[OsworldTask],
+    *,
+    config: AgentConfig,
+    result_dir: str | os.PathLike[str] = "",
+    make_agent: Callable[[OsworldTask], Any],
+    make_env: Callable[[OsworldTask], Any],
+    max_steps: int,
+    report: Callable[[TaskOutcome], None] = lambda _: None,
+    listener: RunListener | None = None,
+    continue_unfinished: bool = False,
+    budget: Budget | None = None,
+    layout: Layout | None = None,
+) -> RunResult:
+    """`arun_task_list` with one worker, for a synchronous environment (`make_env` gives an
+    `Env`, run in a thread of its own): every unfinished task in order. See `arun_task_list`
+    and `arun_task`."""
+
+    def in_order() -> RunResult:
+        return asyncio.run(
+            arun_task_list(
+                tasks,
+                config=config,
+                result_dir=result_dir,
+                make_agent=make_agent,
+                make_env=lambda task: in_thread(make_env(task)),
+                max_steps=max_steps,
+                workers=1,
+                report=report,
+                listener=listener,
+                continue_unfinished=continue_unfinished,
+                budget=budget,
+                layout=layout,
+            )
+        )
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return in_order()
+    with ThreadPoolExecutor(max_workers=1) as aside:  # called from a running event loop
+        return aside.submit(in_order).result()
 
 
 __all__ = [

@@ -2,7 +2,6 @@
 written and read (`osharm`), and replaying either (`replay`)."""
 
 from adapters.trajectories.jsonl import (
-    StepRecord,
     TrajectoryEntry,
     TrajectoryFile,
     TrajectoryRecorder,
@@ -14,7 +13,6 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.replay import ReplayClient, ReplayEnv
 
@@ -22,7 +20,6 @@ __all__ = [
     "ReplayClient",
     "ReplayEnv",
     "ResultWriter",
-    "StepRecord",
     "TaskInfo",
     "TrajectoryEntry",
     "TrajectoryFile",
@@ -31,5 +28,4 @@ __all__ = [
     "open_trajectory",
     "read_trajectory",
     "result_folder",
-    "run_episode",
 ]

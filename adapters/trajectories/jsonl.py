@@ -31,7 +31,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import attrs
 from returns.result import Failure, Result, Success
@@ -41,16 +41,15 @@ from adapters._files import create_file, open_appending, read_regular
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryError, TrajectoryExistsError, UnwritableRecord
+from adapters.record import ActionRecord, EpisodeEnd, StepRecord
 from osharm_core import (
     Action,
-    AgentConfig,
     Continuation,
     Mask,
     StoredAction,
     thaw,
 )
-from osharm_core.accessibility import tree_text
-from osharm_core.errors import AccessibilityTreeError, check_flag, excerpt
+from osharm_core.errors import check_flag, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
@@ -58,6 +57,8 @@ from osharm_core.prompts import DEFAULT_PASSWORD
 logger = logging.getLogger(__name__)
 
 TRAJECTORY_FILE: Final = "trajectory.jsonl"
+#: Written beside `trajectory.jsonl` when its episode ended (not failed): a rerun skips it.
+FINISHED_FILE: Final = "finished.json"
 #: The largest trajectory file (or result folder's better_log.json) a reader loads.
 MAX_TRAJECTORY_BYTES: Final = 256 * 1024 * 1024
 #: The most steps a reader takes from one trajectory (or better_log.json), far above any
@@ -66,52 +67,10 @@ MAX_TRAJECTORY_BYTES: Final = 256 * 1024 * 1024
 MAX_TRAJECTORY_STEPS: Final = 10_000
 
 
-@attrs.frozen(kw_only=True)
-class StepRecord:
-    """Everything the agent knows about one finished step, handed to a recorder.
-
-    `screenshot` and `accessibility_tree` are the raw observation (PNG bytes
-    and XML text, whichever the environment gave); `som_screenshot` is the
-    tagged PNG sent for `som`; `masks` the set-of-marks boxes;
-    `dropped_actions` how many code actions past the per-reply limit were left out;
-    `frame` the coordinate frame of a scaled screenshot, `reply_frame` the frame
-    the reply was read in when it was not `frame` (a replayed reply recorded
-    under other scaling), `degradation` what the
-    pre-flight budget left out of the request; `history` how many turns the
-    agent's trajectory held before this step (0 after a reset; `None`: not
-    known, taken to follow the recorder's previous step).
-    """
-
-    instruction: str
-    config: AgentConfig
-    response: ModelResponse
-    actions: tuple[Action | StoredAction, ...] | None
-    latency: float
-    screenshot: bytes | None = attrs.field(default=None, repr=False)
-    accessibility_tree: str | None = attrs.field(default=None, repr=False)
-    som_screenshot: bytes | None = attrs.field(default=None, repr=False)
-    masks: tuple[Mask, ...] | None = None
-    dropped_actions: int = 0
-    cost_usd: float | None = None
-    budget_exceeded: str | None = None
-    frame: CoordinateFrame | None = None
-    reply_frame: CoordinateFrame | None = None
-    degradation: Degradation | None = None
-    history: int | None = None
-
-
 def _replayed_from(response: ModelResponse) -> str | None:
     """`PATH#STEP` when a replay (or the replayed prefix of a fork) gave this response."""
     source = response.raw.get("replay")
     return None if source is None else f"{source}#{response.raw.get('step')}"
-
-
-class Recorder(Protocol):
-    """Anything that can take a finished step (the agent calls it after every step)."""
-
-    def record(self, step: StepRecord) -> object:
-        """Keep one step."""
-        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -249,8 +208,9 @@ PROMPT_FLAGS: Final = ("ubuntu_attributes", "som_test_original", "custom_client_
 
 
 def _prompt_settings_json(entry: TrajectoryEntry) -> dict[str, Any]:
-    counts = {k: getattr(entry, k) for k in PROMPT_COUNTS if getattr(entry, k) is not None}
-    return {**counts, **{k: True for k in PROMPT_FLAGS if getattr(entry, k)}}
+    fields = attrs.asdict(entry, recurse=False)
+    counts = {k: fields[k] for k in PROMPT_COUNTS if fields[k] is not None}
+    return {**counts, **{k: True for k in PROMPT_FLAGS if fields[k]}}
 
 
 def usage_json(usage: Usage) -> dict[str, int | None]:
@@ -317,8 +277,8 @@ STEP_FILES: Final = "step_[0-9]*.*"
 
 def recording_files(directory: str | os.PathLike[str]) -> tuple[Path, ...]:
     """What a `TrajectoryRecorder` on `directory` would write over: its `trajectory.jsonl`
-    (first) and the step files (`step_` and a digit, `STEP_FILES`), symbolic links included
-    (dangling or not); empty when there is none."""
+    (first), the step files (`step_` and a digit, `STEP_FILES`) and `finished.json`, symbolic
+    links included (dangling or not); empty when there is none."""
     folder = Path(directory)
     try:
         names = sorted(os.listdir(folder))
@@ -327,7 +287,8 @@ def recording_files(directory: str | os.PathLike[str]) -> tuple[Path, ...]:
     except OSError as exc:
         raise TrajectoryError(f"cannot list {folder}: {exc.strerror or exc}") from None
     steps = [folder / name for name in names if fnmatch.fnmatchcase(name, STEP_FILES)]
-    return (folder / TRAJECTORY_FILE,) * (TRAJECTORY_FILE in names) + tuple(steps)
+    finished = (folder / FINISHED_FILE,) * (FINISHED_FILE in names)
+    return (folder / TRAJECTORY_FILE,) * (TRAJECTORY_FILE in names) + tuple(steps) + finished
 
 
 class TrajectoryRecorder:
@@ -380,7 +341,24 @@ class TrajectoryRecorder:
         """How many steps were recorded so far."""
         return self._steps
 
+    def begin(self, observation: Mapping[str, Any]) -> None:
+        """Nothing to write: each step's line carries the observation it saw."""
+
+    def action(self, record: ActionRecord) -> None:
+        """Nothing to write: a trajectory keeps model steps, not the actions executed."""
+
+    def finish(self, end: EpisodeEnd) -> None:
+        """Mark the trajectory finished (`finished.json`: its score and, when a budget cap
+        ended it, why), unless the episode failed: a rerun then skips it."""
+        if end.failed is None:
+            marker = {"score": end.score, "budget_exceeded": end.budget_exceeded}
+            _fsync_write(self.directory / FINISHED_FILE, _json_line(marker, FINISHED_FILE))
+
     def record(self, step: StepRecord) -> TrajectoryEntry:
+        """`step` under its old name (kept for a release)."""
+        return self.step(step)
+
+    def step(self, step: StepRecord) -> TrajectoryEntry:
         """Write the step's images, then its JSON line; returns the entry written.
 
         Raises `TrajectoryError` (writing nothing) when the step cannot be
@@ -474,31 +452,6 @@ def _json_line(value: Any, what: str) -> bytes:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: \uXXXX escapes round-trip them
         return (json.dumps(value, allow_nan=False) + "\n").encode("ascii")
-
-
-def part_bytes(value: object) -> bytes | None:
-    """A bytes-like observation part (bytes, bytearray, memoryview) as bytes; else `None`."""
-    if not isinstance(value, bytes | bytearray | memoryview):
-        return None
-    try:
-        return bytes(value)
-    except ValueError:  # a released memoryview: nothing left to read
-        return None
-
-
-def tree_part(value: object) -> str | bytes | None:
-    """An observation's tree as the text the agent read: a str as given, bytes-like decoded as
-    their BOM or XML declaration says (`tree_text`); bytes no encoding reads stay raw bytes
-    (the agent refuses them, the folder keeps what the environment gave)."""
-    if isinstance(value, str):
-        return value
-    data = part_bytes(value)
-    if data is None:
-        return None
-    try:
-        return tree_text(data)
-    except AccessibilityTreeError:
-        return data
 
 
 def _utf8(text: str | None) -> bytes | None:

@@ -31,82 +31,57 @@ a trajectory, so `replay:PATH` and `osharm-agent replay PATH` accept it.
 
 from __future__ import annotations
 
-import asyncio
-import bisect
 import functools
-import itertools
-import json
 import os
-import re
 import shutil
 import stat
-from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import attrs
 
 from adapters._checks import flag_field, path_argument, positive_int
 from adapters._files import _reason, create_file
-from adapters._strict_json import STRICT_DECODER, _NotFinite, strict_loads
 from adapters.errors import (
     AccessibilityTreeError,
-    BudgetExceeded,
     EnvironmentFailure,
     TrajectoryError,
     TrajectoryExistsError,
-    error_text,
 )
+from adapters.record import ActionRecord, EpisodeEnd, StepRecord, part_bytes, tree_part
 from adapters.trajectories.jsonl import (
-    MAX_TRAJECTORY_STEPS,
-    TrajectoryEntry,
-    _Bad,
     _fsync_append,
     _json_line,
-    _masks,
-    _optional_value,
-    _read_regular,
     _utf8,
-    part_bytes,
     record_json,
-    text_lines,
-    too_many_steps,
-    tree_part,
+)
+from adapters.trajectories.result_folders import (  # the layout's names, and its reader
+    BETTER_LOG,
+    CAPTIONS_DIR,
+    FIRST_SCREENSHOT,
+    JUDGMENT_DIR,
+    RECORDING_FILE,
+    RESULT_FILE,
+    TIMESTAMP_FORMAT,
+    TRAJ_FILE,
+    UNSCORED_FILE,
+    is_result_folder,
+    load_result_folder,
+    read_better_log,
+    result_folder_entries,
 )
 from osharm_core import (
-    MAX_ACTIONS_PER_REPLY,
-    Action,
     AgentConfig,
     ConfigError,
-    CoordinateFrame,
-    Mask,
     linearize_accessibility_tree,
     thaw,
 )
 from osharm_core.config import check_config
 from osharm_core.errors import check_flag, excerpt, is_finite_number, number_excerpt
-from osharm_core.limits import Degradation
 from osharm_core.prompts import DEFAULT_PASSWORD
-from osharm_core.step import LinearizedTree, StepRequest
-
-BETTER_LOG: Final = "better_log.json"
-TRAJ_FILE: Final = "traj.jsonl"
-#: Where OS-Harm's judge writes its verdicts inside a task folder (`judgment/MODEL/TYPE/VERSION/`).
-JUDGMENT_DIR: Final = "judgment"
-#: Where the judge caches its screenshot captions (`captions/CAPTIONER/STEM....json`, as its
-#: forks' code has it), reused whenever present: after a redo, `step_0`'s would be the old run's.
-CAPTIONS_DIR: Final = "captions"
-RESULT_FILE: Final = "result.txt"
-#: Ours: marks a folder whose episode ended but whose environment gave no score (a VM's
-#: server cannot judge), so a rerun does not run it again; OSWorld's tools never read it.
-UNSCORED_FILE: Final = "unscored.txt"
-#: The screen recording OSWorld's runner saves in a task's folder (when the environment records).
-RECORDING_FILE: Final = "recording.mp4"
-FIRST_SCREENSHOT: Final = "step_0.png"
-TIMESTAMP_FORMAT: Final = "%Y%m%d@%H%M%S"
-
+from osharm_core.step import StepRequest
 
 _UNSAFE: Final = str.maketrans({"/": "_", "\\": "_", ":": "_"})
 #: The longest file name (in bytes) the usual file systems take (NAME_MAX).
@@ -309,11 +284,10 @@ def folder_files(directory: Path) -> list[Path]:
 
 
 class ResultWriter:
-    """Writes one task's OS-Harm / OSWorld result folder as an episode runs (an edge object).
+    """Writes one task's OS-Harm / OSWorld result folder as an episode runs: a `Recorder`.
 
-    Call `begin(observation)` once, `model_step(...)` after every model call,
-    `action(...)` after every executed action, then `finish(score)` (or
-    `error()` when the episode failed). A folder that already holds files (or
+    The episode loop calls `begin(observation)` once, `step(record)` after every model
+    call, `action(record)` after every executed action, then `finish(end)`. A folder that already holds files (or
     symbolic links) raises `TrajectoryExistsError` unless `overwrite=True`, which
     empties it first (as OSWorld does with unfinished folders; a link is removed,
     its target left alone); a directory or FIFO at a name it writes (`result.txt/`) is
@@ -324,7 +298,7 @@ class ResultWriter:
     e.g. `{"source": PATH, "at": k}`) is kept as better_log's `fork` entry.
     With `deferred` (a run continuing the folder's own record), nothing is written
     until the first reply that was not replayed (`prepaid` false) is recorded, or the
-    episode ends by `budget_exceeded` or `finish`: then the folder is emptied and
+    episode ends (`finish`): then the folder is emptied and
     everything held back (the observations, the replayed steps and their actions,
     with the names and timestamps they were given) is written. An episode that
     stops, fails or is killed before that (a run cap reached at its first live
@@ -356,7 +330,8 @@ class ResultWriter:
         check_flag("deferred", deferred)
         self.config = config
         self.task = task
-        self._clock = clock
+        #: The local time: the default clock of an episode `run_episode` records here.
+        self.clock = clock
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             existing = folder_files(self.directory)
@@ -402,23 +377,11 @@ class ResultWriter:
         self.last_screenshot: str | None = None
         #: Why a budget cap ended the episode early (`None` when none did).
         self.ended_by: str | None = None
-        #: Whether `finish` wrote the folder's last file, and the score it wrote.
+        #: Whether `finish` marked the folder finished, and the score it wrote.
         self.finished = False
         self.score: float | None = None
         # better_log.json is rewritten after every call: each step is serialised once, here.
         self._step_texts: list[str] = []
-        #: The agent's linearization of the observation `model_step` records next, if it made
-        #: one (`arun_episode` sets it); used only when it is of that very tree, else ignored.
-        self.linearized: LinearizedTree | None = None
-        #: The agent's request for the observation `model_step` records next, if known
-        #: (`arun_episode` sets it): its marks, frame and cuts are recorded with the step.
-        self.request: StepRequest | None = None
-        #: The frame the agent read that step's reply in when it was not the request's (a
-        #: replayed reply recorded under other scaling; `arun_episode` sets it).
-        self.reply_frame: CoordinateFrame | None = None
-        #: Whether the reply `model_step` records next was replayed from a recording (prepaid;
-        #: `arun_episode` sets it): until a reply that was not, the episode called no model.
-        self.prepaid = False
 
     def _empty(self, existing: list[Path]) -> None:
         try:
@@ -479,39 +442,36 @@ class ResultWriter:
         """Save the first observation as `step_0.png` (and `step_0.xml`)."""
         self._save(FIRST_SCREENSHOT, observation)
 
-    def model_step(
-        self, response: str, actions: Sequence[Action] | None, observation: Mapping[str, Any]
-    ) -> None:
-        """Add one model call to better_log.json (rewritten whole, atomically); a deferred
+    def step(self, record: StepRecord) -> None:
+        """Add one model call to better_log.json (rewritten whole, atomically), with the table
+        of the tree it saw (the agent's own linearization when it made one); a deferred
         writer's first reply that was not replayed (`prepaid`) claims its folder."""
-        tree = tree_part(observation.get("accessibility_tree"))
-        known, self.linearized = self.linearized, None
+        tree = record.accessibility_tree
         linear = None
-        if isinstance(tree, str) and tree:
+        if tree:
+            known = record.linearized
             linear = None if known is None else known.table_for(tree, self.config.platform)
             if linear is None:
                 try:
                     linear = linearize_accessibility_tree(tree, self.config.platform)
                 except AccessibilityTreeError:
                     linear = None
-        step = {
+        step: dict[str, Any] = {
             "a11y_tree": linear,
             "screenshot_file": self.last_screenshot,
-            "response": response,
-            "actions": None if actions is None else thaw(list(actions)),
+            "response": record.text,
+            "actions": record.plain_actions,
         }
-        request, self.request = self.request, None
-        reply_frame, self.reply_frame = self.reply_frame, None
-        if request is not None:
-            step.update(_sent(request, self.config))
-        if reply_frame is not None:
-            step["reply_frame"] = reply_frame.to_json()
+        if record.request is not None:
+            step.update(_sent(record.request, self.config))
+        if record.reply_frame is not None:
+            step["reply_frame"] = record.reply_frame.to_json()
         # Serialised before anything is kept or written: a step JSON cannot hold leaves no trace.
         where = f"{BETTER_LOG}'s step {len(self._step_texts) + 1}"
         text = _indented(_dumps(step, where), "    ")
         self._log["steps"].append(step)
         self._step_texts.append(text)
-        if not self.prepaid:
+        if not record.prepaid:
             self._claim()
         if self._held is None:
             self._write_log()
@@ -530,45 +490,50 @@ class ResultWriter:
         # The top-level key is the only `"steps": []` with a two-space indent.
         return head.replace('\n  "steps": []', '\n  "steps": ' + steps, 1)
 
-    def stamp(self) -> str:
-        """The local time now, as action timestamps and screenshot names write it."""
-        return self._clock().strftime(TIMESTAMP_FORMAT)
-
-    def action(
-        self,
-        step_num: int,
-        action: Action,
-        observation: Mapping[str, Any],
-        reward: float,
-        done: bool,
-        info: Mapping[str, Any],
-        stamp: str | None = None,
-    ) -> None:
-        """Record one executed action: the screenshot after it, then its traj.jsonl line.
-        `stamp` is when the action began (`stamp()` before executing it, as the reference's
-        `action_timestamp` is taken); by default, now."""
-        stamp = self.stamp() if stamp is None else stamp
-        name = self._save(f"step_{step_num}_{stamp}.png", observation)
+    def action(self, record: ActionRecord) -> None:
+        """Record one executed action: the screenshot after it, then its traj.jsonl line (an
+        action of `None`, the desktop moving on by itself, saves only the screenshot)."""
+        stamp = record.started.strftime(TIMESTAMP_FORMAT)
+        name = self._save(f"step_{record.step}_{stamp}.png", record.observation)
+        if record.action is None:
+            return
         line = _json_line(
             {
-                "step_num": step_num,
+                "step_num": record.step,
                 "action_timestamp": stamp,
-                "action": thaw(action),
-                "reward": reward,
-                "done": done,
-                "info": dict(info),
+                "action": thaw(record.action),
+                "reward": record.reward,
+                "done": record.done,
+                "info": dict(record.info),
                 "screenshot_file": name,
             },
-            f"step {step_num}'s action",
+            f"step {record.step}'s action",
         )
         self._write(functools.partial(_append, self.directory / TRAJ_FILE, line))
 
-    def observed(self, step_num: int, observation: Mapping[str, Any]) -> None:
-        """The desktop moved on after step `step_num` with no action (a paced replay): its
-        screenshot and tree saved as `step_{n}_{stamp}.png` / `.xml`, with no traj.jsonl line."""
-        self._save(f"step_{step_num}_{self.stamp()}.png", observation)
+    def finish(self, end: EpisodeEnd) -> None:
+        """The episode ended: a budget cap's line (and better_log's `budget_exceeded`) when one
+        ended it early; then OSWorld's error line when it failed, else the folder marked
+        finished, last: `result.txt` with the score, or `unscored.txt` when nothing scored it
+        (OSWorld's tools read only `result.txt`)."""
+        if end.budget_exceeded is not None:
+            self._budget_line(end.budget_exceeded)
+        if end.failed is not None:
+            self._error_line()
+            return
+        if self._claim():
+            if self._step_texts:
+                self._write_log()
+            else:
+                _remove(self.directory / BETTER_LOG)
+        if end.score is not None:
+            _write_atomically(self.directory / RESULT_FILE, f"{end.score}\n".encode())
+        else:
+            note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
+            _write_atomically(self.directory / UNSCORED_FILE, note.encode())
+        self.finished, self.score = True, end.score
 
-    def error(self) -> None:
+    def _error_line(self) -> None:
         """The line OSWorld's run.py appends when an episode fails (its text is always this);
         nothing from a deferred writer that recorded no live model call (its record is kept)."""
         if self._held is not None:
@@ -576,37 +541,19 @@ class ResultWriter:
         message = f"Time limit exceeded in {self.task.domain}/{self.task.example_id}"
         _append_line(self.directory / TRAJ_FILE, {"Error": message}, "the error line")
 
-    def budget_exceeded(self, error: BudgetExceeded) -> None:
+    def _budget_line(self, reason: str) -> None:
         """A budget cap ended the episode: an error line saying so, and better_log's `budget_exceeded`."""
         self._claim()
-        self.ended_by = error_text(error)
+        self.ended_by = reason
         place = f"{self.task.domain}/{self.task.example_id}"
         _append_line(
             self.directory / TRAJ_FILE,
-            {"Error": f"Budget exceeded in {place}: {self.ended_by}"},
+            {"Error": f"Budget exceeded in {place}: {reason}"},
             "the budget line",
         )
         # Not read by the judge (it ignores extra keys): why the episode stopped early.
-        self._log["budget_exceeded"] = self.ended_by
+        self._log["budget_exceeded"] = reason
         self._write_log()
-
-    def finish(self, score: float | None) -> None:
-        """Mark the folder finished, last: `result.txt` with the score, or `unscored.txt`
-        when the environment gave none (OSWorld's tools read only `result.txt`). A score
-        that is not a finite number is an `EnvironmentFailure` and nothing is written."""
-        if score is not None:
-            finite_number("evaluate returned", score)
-        if self._claim():
-            if self._step_texts:
-                self._write_log()
-            else:
-                _remove(self.directory / BETTER_LOG)
-        if score is not None:
-            _write_atomically(self.directory / RESULT_FILE, f"{score}\n".encode())
-        else:
-            note = "the episode ended; its environment gave no score (delete this file to run it again)\n"
-            _write_atomically(self.directory / UNSCORED_FILE, note.encode())
-        self.finished, self.score = True, score
 
 
 def prompt_params(config: AgentConfig) -> dict[str, bool]:
@@ -637,609 +584,25 @@ def _sent(request: StepRequest, config: AgentConfig) -> dict[str, Any]:
     return extra
 
 
-class _Agent(Protocol):
-    def predict(
-        self, instruction: str, obs: Mapping[str, Any]
-    ) -> tuple[str, list[Action] | None]: ...
-
-
-class _AsyncAgent(Protocol):
-    async def apredict(
-        self, instruction: str, obs: Mapping[str, Any]
-    ) -> tuple[str, list[Action] | None]: ...
-
-
-class _Env(Protocol):
-    def step(
-        self, action: Action, pause: float = 0
-    ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]: ...
-
-    def evaluate(self) -> float | None: ...
-
-
-class _AsyncEnv(Protocol):
-    async def step(
-        self, action: Action, pause: float = 0
-    ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]: ...
-
-    async def evaluate(self) -> float | None: ...
-
-
-@attrs.frozen
-class Predict:
-    """The episode asks the agent for the next step on `observation`."""
-
-    instruction: str
-    observation: Mapping[str, Any]
-
-
-@attrs.frozen
-class Execute:
-    """The episode asks the environment to execute `action`."""
-
-    action: Action
-    pause: float
-
-
-@attrs.frozen
-class Evaluate:
-    """The episode asks the environment for the task's score."""
-
-
-@attrs.frozen
-class BeginTurn:
-    """A paced episode tells the environment a model turn begins (see `ReplayEnv.begin_turn`)."""
-
-
-#: What an episode flow yields; it receives the agent's or the environment's answer.
-EpisodeCall = Predict | Execute | Evaluate | BeginTurn
-
-
-def episode_flow(
-    observation: Mapping[str, Any],
-    writer: ResultWriter,
-    *,
-    max_steps: int,
-    pause: float = 0.0,
-    paced: bool = False,
-) -> Generator[EpisodeCall, Any, float | None]:
-    """The logic of one episode shaped like OSWorld's `run_single_example`, without I/O of its own.
-
-    Every step asks the agent, records the call, then executes each action in
-    turn, recording each; DONE/FAIL or the environment's `done` ends it. An
-    unparsable reply executes nothing and the episode goes on. Returns the
-    evaluator's score (also written to `result.txt`); a score that is neither
-    `None` nor a finite number (`NaN`, a string, a bool) is an
-    `EnvironmentFailure`, thrown in like any other. `run_episode` and
-    `arun_episode` drive it; an error thrown in appends the error line. A
-    `BudgetExceeded` from the agent ends the episode like running out of
-    steps: the budget line is appended (`writer.ended_by` says why) and the
-    episode is evaluated; only a run cap reached before the episode's first
-    request to a live model (its earlier steps, if any, replayed from its own record:
-    `writer.prepaid`) is raised, leaving the folder unfinished (a `deferred` writer's byte
-    for byte as it was, its replayed steps never written). `paced` (an environment
-    that moves once per model turn) asks `BeginTurn` before every model call; an answer other than
-    `None` is the observation the turn sees, saved as the one after the
-    previous step, and whether the observations ran out (which ends it).
-    """
-    writer.begin(observation)
-    obs: Mapping[str, Any] = observation
-    called = False  # whether a live model has answered in this episode
-    try:
-        done = False
-        for step_idx in range(max_steps):
-            if paced:
-                moved = yield BeginTurn()
-                if moved is not None:
-                    obs, done = moved
-                    if done:
-                        break
-                    writer.observed(step_idx, obs)
-            try:
-                response, actions = yield Predict(writer.task.instruction, obs)
-            except BudgetExceeded as exc:
-                if exc.scope == "run" and not called:
-                    # The run's budget went before this episode called a model (its steps so
-                    # far, if any, were replayed from its own record): it did not begin.
-                    raise
-                writer.budget_exceeded(exc)
-                break
-            called = called or not writer.prepaid
-            writer.model_step(response, actions, obs)
-            for action in actions or ():
-                began = writer.stamp()
-                obs, reward, done, info = yield Execute(action, pause)
-                writer.action(step_idx + 1, action, obs, reward, done, info, began)
-                if done:
-                    break
-            if done:
-                break
-        score: float | None = yield Evaluate()
-        if score is not None:
-            # result.txt holds a finite number or is not written (a rerun redoes the task).
-            score = finite_number("evaluate returned", score)
-    except BudgetExceeded:
-        raise  # not begun: the folder stays unfinished, so a rerun with more budget runs it
-    except Exception:
-        writer.error()
-        raise
-    writer.finish(score)
-    return score
-
-
-@attrs.frozen
-class _Ended:
-    score: float | None
-
-
-class AgentFacts:
-    """What `arun_episode` reads from the agent after each step, for a wrapper holding the
-    agent as `self.agent`: its last linearized tree, request, reply frame and whether the
-    reply was replayed (see `PromptAgent`); the defaults when the agent has none."""
-
-    def _fact(self, name: str, default: object = None) -> object:
-        return getattr(getattr(self, "agent", None), name, default)
-
-    @property
-    def linearized_tree(self) -> object:
-        return self._fact("linearized_tree")
-
-    @property
-    def last_request(self) -> object:
-        return self._fact("last_request")
-
-    @property
-    def last_reply_frame(self) -> object:
-        return self._fact("last_reply_frame")
-
-    @property
-    def last_prepaid(self) -> object:
-        return self._fact("last_prepaid", False)
-
-
-class _Awaitable(AgentFacts):
-    """A synchronous agent and environment behind the async names `arun_episode` calls."""
-
-    def __init__(self, agent: _Agent, env: _Env) -> None:
-        self.agent, self.env = agent, env
-
-    async def apredict(
-        self, instruction: str, obs: Mapping[str, Any]
-    ) -> tuple[str, list[Action] | None]:
-        return self.agent.predict(instruction, obs)
-
-    async def step(
-        self, action: Action, pause: float = 0
-    ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
-        return self.env.step(action, pause)
-
-    async def evaluate(self) -> float | None:
-        return self.env.evaluate()
-
-    @property
-    def per_turn(self) -> bool:
-        return _paced(self.env)
-
-    async def begin_turn(self) -> Any:
-        return self.env.begin_turn()  # type: ignore[attr-defined]
-
-
-def _paced(env: object) -> bool:
-    """Whether `env` moves once per model turn and wants `begin_turn()` (a paced `ReplayEnv`)."""
-    return getattr(env, "per_turn", False) is True and callable(getattr(env, "begin_turn", None))
-
-
-def run_episode(
-    agent: _Agent,
-    env: _Env,
-    observation: Mapping[str, Any],
-    writer: ResultWriter,
-    *,
-    max_steps: int,
-    pause: float = 0.0,
-) -> float | None:
-    """One episode (see `episode_flow`) with a synchronous agent and environment.
-
-    It is `arun_episode` over awaitables that never suspend, so it finishes in
-    one step of the coroutine, with no event loop.
-    """
-    positive_int("max_steps", max_steps)
-    both = _Awaitable(agent, env)
-    episode = arun_episode(both, both, observation, writer, max_steps=max_steps, pause=pause)
-    try:
-        episode.send(None)
-    except StopIteration as stop:
-        score: float | None = stop.value
-        return score
-    episode.close()
-    raise RuntimeError("a synchronous episode suspended")  # cannot happen: nothing awaits
-
-
-async def arun_episode(
-    agent: _AsyncAgent,
-    env: _AsyncEnv,
-    observation: Mapping[str, Any],
-    writer: ResultWriter,
-    *,
-    max_steps: int,
-    pause: float = 0.0,
-    offload: bool = False,
-    executor: Executor | None = None,
-) -> float | None:
-    """One episode (see `episode_flow`) with `apredict` and an async environment.
-
-    With `offload`, the flow (and so the writer: linearising trees, JSON,
-    fsync'd files) advances in `executor` (default: the loop's), so an event
-    loop running many episodes never waits for a disk. An environment whose
-    `per_turn` is true (a `ReplayEnv(per_turn=True)`, also behind `in_thread`)
-    is told when each model turn begins (`await env.begin_turn()`).
-    A `max_steps` that is not an int >= 1 is a `ConfigError` before anything runs.
-    """
-    positive_int("max_steps", max_steps)
-    paced = _paced(env)
-    flow = episode_flow(observation, writer, max_steps=max_steps, pause=pause, paced=paced)
-
-    def move(step: Callable[[Any], EpisodeCall], value: Any) -> EpisodeCall | _Ended:
-        try:
-            return step(value)
-        except StopIteration as stop:  # a future cannot carry StopIteration
-            return _Ended(stop.value)
-
-    async def advance(step: Callable[[Any], EpisodeCall], value: Any) -> EpisodeCall | _Ended:
-        if not offload:
-            return move(step, value)
-        moving = asyncio.get_running_loop().run_in_executor(executor, move, step, value)
-        try:
-            return await asyncio.shield(moving)
-        except asyncio.CancelledError:
-            # A timeout or cancel: let the write in flight finish before the error line.
-            await asyncio.wait([moving])
-            raise
-
-    call = await advance(lambda _: next(flow), None)
-    while not isinstance(call, _Ended):
-        try:
-            if isinstance(call, Predict):
-                result: Any = await agent.apredict(call.instruction, call.observation)
-                known = getattr(agent, "linearized_tree", None)
-                writer.linearized = known if isinstance(known, LinearizedTree) else None
-                sent = getattr(agent, "last_request", None)
-                writer.request = sent if isinstance(sent, StepRequest) else None
-                read_in = getattr(agent, "last_reply_frame", None)
-                writer.reply_frame = read_in if isinstance(read_in, CoordinateFrame) else None
-                writer.prepaid = getattr(agent, "last_prepaid", False) is True
-            elif isinstance(call, Execute):
-                result = await env.step(call.action, call.pause)
-            elif isinstance(call, BeginTurn):
-                result = await env.begin_turn()  # type: ignore[attr-defined]
-            else:
-                result = await env.evaluate()
-        except Exception as exc:
-            call = await advance(flow.throw, exc)
-            continue
-        call = await advance(flow.send, result)
-    return call.score
-
-
-# --- reading -----------------------------------------------------------------------
-
-
-def is_result_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` is a task folder in the OS-Harm / OSWorld layout (it holds better_log.json)."""
-    return (Path(path) / BETTER_LOG).is_file()
-
-
-#: A screenshot or tree saved after step N: `step_{N}_{stamp}.png` / `.xml` (N in ASCII digits,
-#: few enough for `int`).
-_STEP_FILE: Final = re.compile(r"step_([0-9]{1,40})_(.+)\.(png|xml)", re.DOTALL)
-
-
-@attrs.frozen
-class _Listing:
-    """A result folder's regular files, listed once: a step's files are matched against these,
-    never looked up (or globbed) by a name the folder's own files give. Symbolic links are
-    left out, so no step reads a file outside the folder. `shots` holds each
-    `step_{N}_{stamp}.png` as (N, name), sorted; `stamps` the same per timestamp."""
-
-    files: frozenset[str]
-    shots: tuple[tuple[int, str], ...]
-    stamps: Mapping[str, tuple[tuple[int, str], ...]]
-
-    @classmethod
-    def of(cls, directory: Path) -> _Listing:
-        try:
-            with os.scandir(directory) as listing:
-                files = frozenset(
-                    entry.name for entry in listing if entry.is_file(follow_symlinks=False)
-                )
-        except OSError as exc:
-            raise TrajectoryError(f"cannot list the result folder {directory}: {exc}") from None
-        shots: list[tuple[int, str]] = []
-        stamps: dict[str, list[tuple[int, str]]] = {}
-        for name in sorted(files):
-            found = _STEP_FILE.fullmatch(name)
-            if found is not None and found[3] == "png":
-                shots.append((int(found[1]), name))
-                stamps.setdefault(found[2], []).append(shots[-1])
-        return cls(files, tuple(sorted(shots)), {k: tuple(sorted(v)) for k, v in stamps.items()})
-
-
-def _latest_below(shots: Sequence[tuple[int, str]], step: int) -> str | None:
-    """The last of the sorted `shots` saved after a step before `step`."""
-    at = bisect.bisect_left(shots, (step,))
-    return shots[at - 1][1] if at else None
-
-
-def _screenshot(listing: _Listing, name: object) -> str | None:
-    """The recorded screenshot name, or the file the reference meant when its name is off by a step.
-
-    The reference names step i's screenshot from the previous step's number, so a step
-    with no action points at a file that does not exist; the screenshot of the nearest lower
-    step (one of the same timestamp first), else `step_0.png`, is the one it saw. A name that
-    is no step's (`step_{N}_{stamp}.png`, N in ASCII digits) gets `step_0.png`.
-    """
-    if not isinstance(name, str) or not name:
-        return None
-    if name in listing.files:
-        return name
-    wanted = _STEP_FILE.fullmatch(name)
-    if wanted is not None and wanted[3] == "png":
-        step = int(wanted[1])
-        same_time = _latest_below(listing.stamps.get(wanted[2], ()), step)
-        found = same_time or _latest_below(listing.shots, step)
-        if found is not None:
-            return found
-    return FIRST_SCREENSHOT if FIRST_SCREENSHOT in listing.files else None
-
-
-#: The most traj.jsonl lines `_turns_seen` looks at per model call: one per executed action,
-#: at most `MAX_ACTIONS_PER_REPLY` code actions a reply, and the error line; lines past
-#: this many for all the calls read are passed over, unread.
-_LINES_PER_CALL: Final = MAX_ACTIONS_PER_REPLY + 1
-
-
-def _turns_seen(directory: Path, listing: _Listing, count: int) -> list[str]:
-    """The file stem of the observation each of `count` model calls saw (`step_0`, then
-    `step_{n}_{stamp}` of the last observation saved after an earlier step `n`).
-
-    traj.jsonl's last line of step `n` names it (its timestamp, whether or not a screenshot
-    was saved); an observation saved with no action (a paced replay) by its files. Unreadable
-    lines (`NaN` included), files of other names and lines past `_LINES_PER_CALL` per call are
-    passed over: this only picks which tree file belongs to a step.
-    """
-    after: dict[int, str] = {}
-    for name in sorted(listing.files):
-        found = _STEP_FILE.fullmatch(name)
-        if found is not None and int(found[1]) < count:
-            after[int(found[1])] = name.removesuffix(f".{found[3]}")
-    try:
-        data = _read_regular(directory / TRAJ_FILE, "action log")
-    except FileNotFoundError:
-        data = b""
-    lines = itertools.islice(text_lines(data), count * _LINES_PER_CALL)
-    for _, line, _ in lines:
-        try:
-            entry = strict_loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(entry, dict):
-            continue
-        step, when = entry.get("step_num"), entry.get("action_timestamp")
-        if type(step) is int and 0 < step < count and isinstance(when, str) and when:
-            after[step] = f"step_{step}_{when}"
-    stems, current = [], FIRST_SCREENSHOT.removesuffix(".png")
-    for index in range(count):
-        current = after.get(index, current)
-        stems.append(current)
-    return stems
-
-
-def _own_files(listing: _Listing, recorded: object, stem: str) -> tuple[str | None, str | None]:
-    """A step's screenshot and raw tree: the tree is its own observation's (`stem`.xml, kept by
-    our writer); the screenshot is the recorded one (see `_screenshot`), unless that tree shows
-    it belongs to another observation (a folder whose step had none): then its own, or none."""
-    screenshot = _screenshot(listing, recorded)
-    tree = f"{stem}.xml"
-    if tree not in listing.files:
-        return screenshot, None
-    if screenshot is not None and screenshot != f"{stem}.png":
-        screenshot = f"{stem}.png" if f"{stem}.png" in listing.files else None
-    return screenshot, tree
-
-
-#: JSON's whitespace, as Python's reader skips it.
-_SPACE: Final = re.compile(r"[ \t\n\r]*")
-
-
-def _skip(text: str, at: int) -> int:
-    found = _SPACE.match(text, at)
-    assert found is not None  # `*` matches the empty string
-    return found.end()
-
-
-def _expect(text: str, at: int, ends: str, what: str) -> tuple[str, int]:
-    """The character at `at` (after whitespace), one of `ends`, and the index after it."""
-    at = _skip(text, at)
-    if at < len(text) and text[at] in ends:
-        return text[at], at + 1
-    raise json.JSONDecodeError(f"Expecting {what}", text, at)
-
-
-def _steps_json(text: str, at: int, file: Path) -> tuple[list[Any], int]:
-    """The `steps` list starting at `text[at]` (`[`), read one step at a time: the step
-    past `MAX_TRAJECTORY_STEPS` is refused before it (or anything after it) is read."""
-    steps: list[Any] = []
-    at = _skip(text, at + 1)
-    if text.startswith("]", at):
-        return steps, at + 1
-    while True:
-        if len(steps) == MAX_TRAJECTORY_STEPS:
-            raise too_many_steps(file)
-        step, at = STRICT_DECODER.raw_decode(text, _skip(text, at))
-        steps.append(step)
-        mark, at = _expect(text, at, ",]", "',' delimiter")
-        if mark == "]":
-            return steps, at
-
-
-def _log_json(text: str, file: Path) -> dict[str, Any]:
-    """better_log.json's object, as `strict_loads` reads it (the last of a repeated key kept),
-    its `steps` read one at a time (see `_steps_json`). A file that is no JSON object is a
-    `TrajectoryError` before any of it is read."""
-    at = _skip(text, 0)
-    if not text.startswith("{", at):
-        raise TrajectoryError(f"{file}: expected an object with a 'steps' list")
-    log: dict[str, Any] = {}
-    at = _skip(text, at + 1)
-    mark = ","
-    if text.startswith("}", at):
-        mark, at = "}", at + 1
-    while mark == ",":
-        at = _skip(text, at)
-        if not text.startswith('"', at):
-            raise json.JSONDecodeError(
-                "Expecting property name enclosed in double quotes", text, at
-            )
-        key, at = STRICT_DECODER.raw_decode(text, at)
-        _, at = _expect(text, at, ":", "':' delimiter")
-        at = _skip(text, at)
-        if key == "steps" and text.startswith("[", at):
-            log[key], at = _steps_json(text, at, file)
-        else:
-            log[key], at = STRICT_DECODER.raw_decode(text, at)
-        mark, at = _expect(text, at, ",}", "',' delimiter")
-    at = _skip(text, at)
-    if at != len(text):
-        raise json.JSONDecodeError("Extra data", text, at)
-    return log
-
-
-def read_better_log(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A result folder's better_log.json as JSON, checked to be an object with a `steps` list.
-
-    Each step's `a11y_tree` there is the linearized tree the model was shown
-    (before trimming), the only tree a reference-written folder keeps. JSON
-    only: `NaN`, `Infinity` and `1e999` are refused, and so is a `steps` list
-    longer than `MAX_TRAJECTORY_STEPS` (as soon as its step past that is reached),
-    each a `TrajectoryError` naming the file.
-    """
-    directory = Path(path)
-    file = directory / BETTER_LOG
-    try:
-        data = _read_regular(file, "result log")  # a regular file, of bounded size
-    except FileNotFoundError:
-        raise TrajectoryError(f"no {BETTER_LOG} in {directory}") from None
-    try:
-        log = _log_json(data.decode(json.detect_encoding(data), "surrogatepass"), file)
-    except TrajectoryError:
-        raise
-    except _NotFinite as exc:
-        raise TrajectoryError(f"cannot read {file}: {exc.reason}") from None
-    except (ValueError, RecursionError) as exc:
-        raise TrajectoryError(f"cannot read {file}: {error_text(exc)}") from None
-    if not isinstance(log.get("steps"), list):
-        raise TrajectoryError(f"{file}: expected an object with a 'steps' list")
-    return log
-
-
-def load_result_folder(path: str | os.PathLike[str]) -> tuple[TrajectoryEntry, ...]:
-    """A task's result folder (ours or the reference's) as trajectory entries, one per model call.
-
-    Raises `TrajectoryError` when better_log.json is missing or not in the documented shape.
-    """
-    return result_folder_entries(path, read_better_log(path))
-
-
-def result_folder_entries(
-    path: str | os.PathLike[str], log: Mapping[str, Any]
-) -> tuple[TrajectoryEntry, ...]:
-    """The trajectory entries of the result folder at `path` whose better_log.json is `log`
-    (as `read_better_log` gives it)."""
-    directory = Path(path)
-    file = directory / BETTER_LOG
-    params: Mapping[str, Any] = log["params"] if isinstance(log.get("params"), dict) else {}
-    task: Mapping[str, Any] = log["task"] if isinstance(log.get("task"), dict) else {}
-
-    def text(mapping: Mapping[str, Any], key: str, default: str) -> str:
-        value = mapping.get(key)
-        return value if isinstance(value, str) else default
-
-    entries = []
-    listing = _Listing.of(directory)
-    seen = _turns_seen(directory, listing, len(log["steps"]))
-    for index, step in enumerate(log["steps"]):
-        if not isinstance(step, dict):
-            raise TrajectoryError(f"{file}: steps[{index}] is not an object")
-        response = step.get("response")
-        if not isinstance(response, str):
-            # computer-use-preview runs record the Responses output items themselves
-            response = json.dumps(response, ensure_ascii=False)
-        actions = step.get("actions")
-        # Our writer keeps each observation's raw tree under the step's name; the reference none.
-        screenshot, tree = _own_files(listing, step.get("screenshot_file"), seen[index])
-        masks, frame, reply_frame, degradation = _recorded_sending(step, f"{file}: steps[{index}]")
-        entries.append(
-            TrajectoryEntry(
-                step=index + 1,
-                instruction=text(task, "instruction", ""),
-                model=text(params, "model", ""),
-                observation_type=text(params, "observation_type", "a11y_tree"),
-                action_space=text(params, "action_space", "pyautogui"),
-                platform=text(params, "platform", "ubuntu"),
-                response=response,
-                actions=tuple(actions) if isinstance(actions, list) else None,
-                screenshot=screenshot,
-                accessibility_tree=tree,
-                masks=masks,
-                frame=frame,
-                reply_frame=reply_frame,
-                degradation=degradation,
-                scaling=text(params, "scaling", "native"),
-            )
-        )
-    if not entries:
-        raise TrajectoryError(f"{file} holds no steps")
-    return tuple(entries)
-
-
-def _recorded_sending(
-    step: Mapping[str, Any], where: str
-) -> tuple[
-    tuple[Mask, ...] | None, CoordinateFrame | None, CoordinateFrame | None, Degradation | None
-]:
-    """The marks, frame, reply frame and cuts our writer keeps beside a step (each `None`
-    when absent)."""
-    try:
-        return (
-            _masks(step.get("masks")),
-            _optional_value(step.get("frame"), "frame", CoordinateFrame.from_json),
-            _optional_value(step.get("reply_frame"), "reply_frame", CoordinateFrame.from_json),
-            _optional_value(step.get("degradation"), "degradation", Degradation.from_json),
-        )
-    except _Bad as exc:
-        raise TrajectoryError(f"{where}: {exc}") from None
-
-
 __all__ = [
     "BETTER_LOG",
+    "CAPTIONS_DIR",
+    "FIRST_SCREENSHOT",
+    "JUDGMENT_DIR",
     "RECORDING_FILE",
     "RESULT_FILE",
+    "TIMESTAMP_FORMAT",
     "TRAJ_FILE",
     "UNSCORED_FILE",
-    "BeginTurn",
-    "EpisodeCall",
-    "Evaluate",
-    "Execute",
-    "Predict",
     "ResultWriter",
     "TaskInfo",
-    "arun_episode",
-    "episode_flow",
+    "check_writable",
+    "finite_number",
+    "folder_files",
     "is_result_folder",
     "load_result_folder",
     "prompt_params",
     "read_better_log",
     "result_folder",
     "result_folder_entries",
-    "run_episode",
 ]

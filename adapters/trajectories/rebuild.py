@@ -175,8 +175,9 @@ def _line_settings(entry: TrajectoryEntry) -> tuple[dict[str, Any], frozenset[st
     }
     if entry.model:
         settings["model"] = entry.model
+    stated = attrs.asdict(entry, recurse=False)
     for name in ("max_trajectory_length", "a11y_tree_max_tokens", *_FOLDER_FLAGS):
-        value = getattr(entry, name)
+        value = stated[name]
         if value is not None:
             settings[name] = value
     if entry.custom_client_password:
@@ -208,8 +209,9 @@ def _check_config(
 
     The password is never shown: it may be a secret.
     """
+    given = attrs.asdict(config, recurse=False)
     for name in (*_SHAPING, *PROMPT_SETTINGS):
-        if name not in settings or getattr(config, name) == settings[name]:
+        if name not in settings or given[name] == settings[name]:
             continue
         if name == "client_password":
             raise TrajectoryError(
@@ -218,7 +220,7 @@ def _check_config(
             )
         raise TrajectoryError(
             f"{where}: the recording says {name} {settings[name]!r}; rebuilding with "
-            f"{getattr(config, name)!r} would give a request other than the one sent"
+            f"{given[name]!r} would give a request other than the one sent"
         )
     if "client_password" in withheld and config.client_password == DEFAULT_PASSWORD:
         raise TrajectoryError(
@@ -469,7 +471,8 @@ def _line_config(config: AgentConfig, entry: TrajectoryEntry) -> AgentConfig:
     stated, withheld = _line_settings(entry)
     if "client_password" in withheld:
         _check_config(config, {}, withheld, f"step {entry.step}")
-    changed = {k: v for k, v in stated.items() if getattr(config, k) != v}
+    given = attrs.asdict(config, recurse=False)
+    changed = {k: v for k, v in stated.items() if given[k] != v}
     if not changed:
         return config
     try:

@@ -13,14 +13,14 @@ import asyncio
 import json
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from adapters import Budget, BudgetExceeded, PromptAgent
 from adapters.accounting import UsageTotals
 from adapters.agent import billed_totals
-from adapters.cli import _Tap  # the CLI's client wrapper that keeps the last request
-from adapters.contract import ModelRequest, ProviderReply, Usage
+from adapters.contract import ModelRequest, ModelResponse, ProviderReply, Usage
 from adapters.engine.client import HttpModelClient, PendingCall, interpret
 from adapters.engine.retry import RetryPolicy
 from adapters.errors import (
@@ -73,6 +73,22 @@ def _undecodable_tool_use() -> dict[str, Any]:
     body["stop_reason"] = "tool_use"
     body["usage"] = {"input_tokens": 50_000, "output_tokens": 2_000}
     return body
+
+
+@attrs.define
+class _Tap:
+    """A client wrapper that keeps the last request (for a local token count)."""
+
+    inner: Any
+    last: ModelRequest | None = None
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.last = request
+        return self.inner.complete(request)  # type: ignore[no-any-return]
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        self.last = request
+        return await self.inner.acomplete(request)  # type: ignore[no-any-return]
 
 
 def _step(agent: PromptAgent, mode: str) -> object:

@@ -21,6 +21,7 @@ from adapters.contract import ModelResponse, Usage
 from adapters.engine.retry import RetryPolicy
 from adapters.errors import FakeClientExhausted
 from adapters.runs import OsworldTask, run_task_list
+from adapters.runs.episode import run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import TrajectoryRecorder, open_trajectory
 from adapters.trajectories.osharm import (
@@ -31,7 +32,6 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ObservationError

@@ -202,12 +202,12 @@ def test_a_recorder_without_a_record_method_is_refused_when_built(
 ) -> None:
     """PromptAgent(recorder="runs/x") was taken, and the first predict paid for a model call
     before a raw AttributeError; now a ConfigError at construction (and on assignment)."""
-    with pytest.raises(ConfigError, match="recorder must have a record\\(step\\) method"):
+    with pytest.raises(ConfigError, match="recorder must have a step\\(record\\) method"):
         PromptAgent(client=FakeClient([PY]), recorder=recorder)  # type: ignore[arg-type]
     agent = PromptAgent.from_config(
         AgentConfig(), client=FakeClient([PY]), recorder=TrajectoryRecorder(tmp_path)
     )
-    with pytest.raises(ConfigError, match="recorder must have a record"):
+    with pytest.raises(ConfigError, match="recorder must have a step"):
         agent.recorder = recorder  # type: ignore[assignment]
     assert isinstance(agent.recorder, TrajectoryRecorder)
 

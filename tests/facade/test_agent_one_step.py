@@ -136,7 +136,7 @@ def test_a_new_chain_or_another_model_holds_for_the_step_in_flight() -> None:
             assert agent.model == "claude-sonnet-4-5"
 
     class Switching:
-        def record(self, step: object) -> None:
+        def step(self, record: object) -> None:
             agent.model = "gpt-4o"
 
     client = Chained()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from adapters.trajectories.osharm import BETTER_LOG, ResultWriter, TaskInfo
 from osharm_core import AgentConfig
+from tests.conftest import reply_step
 
 CONFIG = AgentConfig(model="m", observation_type="a11y_tree", action_space="pyautogui")
 _text = st.text(max_size=30)
@@ -42,7 +43,7 @@ def test_each_rewrite_is_the_whole_log_dumped(
         )
         log: dict[str, Any] | None = None
         for response, actions in steps:
-            writer.model_step(response, actions, {"accessibility_tree": None})
+            writer.step(reply_step(CONFIG, response, actions, {"accessibility_tree": None}))
             written = (Path(directory) / BETTER_LOG).read_bytes()
             log = json.loads(written)
             whole = json.dumps(log, ensure_ascii=False, allow_nan=False, indent=2)

@@ -325,16 +325,27 @@ def test_run_records_progress_and_summary(
     assert len(read_trajectory(tmp_path / "o")) == 2
 
 
-def test_run_refuses_to_overwrite_without_the_flag(
+def test_run_resumes_skipping_a_finished_task_and_overwrite_runs_it_again(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A second run into the same --out fails cleanly; --overwrite replaces the recording."""
+    """The same command again resumes: a finished task is skipped (its trajectory kept), an
+    unfinished one redone; --overwrite runs a finished one again."""
     model = f"replay:{EXAMPLE / 'trajectory.jsonl'}"
     args = ["run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / "o")]
     assert _run(capsys, *args)[0] == 0
+    trajectory = (tmp_path / "o" / "trajectory.jsonl").read_bytes()
     code, out, err = _run(capsys, *args)
-    _fails_cleanly(code, out, err, 2, "already exists", "--overwrite")
-    assert _run(capsys, *args, "--overwrite")[0] == 0
+    assert (code, err) == (0, "")
+    assert "0 step(s), skipped: already finished (--overwrite runs it again)" in out
+    assert (tmp_path / "o" / "trajectory.jsonl").read_bytes() == trajectory
+    (tmp_path / "o" / "finished.json").unlink()  # as a run stopped part-way leaves it
+    code, out, _ = _run(capsys, *args)
+    assert code == 0
+    assert out.splitlines()[-1].startswith("summary [task]: 2 step(s), ended with DONE;")
+    assert len((tmp_path / "o" / "trajectory.jsonl").read_bytes().splitlines()) == 2
+    code, out, _ = _run(capsys, *args, "--overwrite")
+    assert code == 0
+    assert "2 step(s), ended with DONE" in out
 
 
 def test_run_several_tasks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

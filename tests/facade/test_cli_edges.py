@@ -63,6 +63,9 @@ def test_a_key_quoted_escaped_by_a_library_is_still_redacted() -> None:
     assert "SÉCRET" not in redact("value 'sk-SÉCRET\\n'", ["sk-SÉCRET\n"])
 
 
+RESUME = "run the same command again to resume (finished tasks are skipped)"
+
+
 def test_task_list_options_are_refused_for_task_directories(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -86,7 +89,7 @@ def test_task_list_options_are_refused_for_task_directories(
         (["--ray-cpus-per-worker", "0.5"], "--ray-cpus-per-worker"),
     ):
         assert main([*argv, *extra]) == 2
-        assert f"{flag} belongs to --tasks META.json runs" in capsys.readouterr().err
+        assert f"{flag} belongs to run-tasks (OSWorld task lists)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -98,7 +101,7 @@ def test_task_list_options_need_the_option_they_qualify(
     value Ray cannot take is refused before any cluster is looked for."""
     meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
     observation_folder(tmp_path / "obs")
-    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv = ["run-tasks", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
     argv += ["--observations", str(tmp_path / "obs"), "--out", str(tmp_path / "out")]
     for extra, message in (
         (["--settle", "-1"], "--settle waits after a live VM's task setup: give --env-url URL"),
@@ -129,7 +132,7 @@ def test_task_directory_options_are_refused_for_task_lists(
     """Not silently ignored: a task list's instructions are its tasks', its folders OS-Harm's."""
     meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
     observation_folder(tmp_path / "obs")
-    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv = ["run-tasks", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
     argv += ["--observations", str(tmp_path / "obs"), "--out", str(tmp_path / "out")]
     for extra, flag in (
         (["--instruction", "something else"], "--instruction"),
@@ -140,7 +143,7 @@ def test_task_directory_options_are_refused_for_task_lists(
     ):
         assert main([*argv, *extra]) == 2
         err = capsys.readouterr().err
-        assert f"{flag} belongs to runs of task directories, not to --tasks META.json" in err
+        assert f"{flag} belongs to run (task directories)" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -165,13 +168,13 @@ def test_a_task_whose_observation_cannot_be_read_fails_alone(
         "".join(json.dumps({"response": r}) + "\n" for r in ("WAIT", "DONE")), encoding="utf-8"
     )
     argv = [
-        "run", "--tasks", str(meta), "--examples", str(examples),
+        "run-tasks", "--tasks", str(meta), "--examples", str(examples),
         "--observations", str(tmp_path / "desktops"), "--model", f"replay:{script}",
         "--observation-type", "a11y_tree", "--out", str(tmp_path / "results"), "--workers", "3",
     ]  # fmt: skip
     assert main(argv) == 1
     out = capsys.readouterr().out
-    assert "[os/_b] failed: accessibility tree is not well-formed XML" in out
+    assert "[os/_b] failed: observation unreadable: accessibility tree is not well-formed XML" in out
     assert "summary: 3 task(s): 2 finished, 0 skipped (already finished), 1 failed" in out
     shutil.rmtree(desktops / "_b")
     observation_folder(desktops / "_b")
@@ -217,9 +220,9 @@ def test_every_task_directory_is_checked_before_any_model_is_called(
     for name in ("a", "b"):
         (tmp_path / "out" / name).mkdir(parents=True)
     (tmp_path / "out" / "b" / "trajectory.jsonl").write_text("", encoding="utf-8")
-    assert main(argv) == 2
-    assert f"{tmp_path / 'out' / 'b'} already exists" in capsys.readouterr().err
-    assert not (tmp_path / "out" / "a" / "trajectory.jsonl").exists()
+    assert main(argv) == 0  # b's trajectory is unfinished: redone, as a rerun resumes
+    assert (tmp_path / "out" / "a" / "finished.json").is_file()
+    assert (tmp_path / "out" / "b" / "finished.json").is_file()
 
 
 def test_render_shows_the_request_cut_down_to_the_server_profile(
@@ -266,8 +269,8 @@ def test_an_empty_out_is_refused_not_taken_as_the_current_directory(
     ("argv", "option"),
     [
         (["render", str(EXAMPLE), "--som-out", ""], "--som-out"),
-        (["run", "--tasks", "m.json", "--examples", "", "--out", "o"], "--examples"),
-        (["run", "--tasks", "m.json", "--observations", " ", "--out", "o"], "--observations"),
+        (["run-tasks", "--tasks", "m.json", "--examples", "", "--out", "o"], "--examples"),
+        (["run-tasks", "--tasks", "m.json", "--observations", " ", "--out", "o"], "--observations"),
     ],
 )
 def test_other_empty_path_options_are_named(
@@ -445,8 +448,9 @@ def test_an_out_beside_what_the_run_reads_is_fine(
 def test_an_out_holding_step_files_is_refused_and_no_link_is_followed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Step files in --out count as a recording: refused without --overwrite (a symbolic link
-    step_0001.xml used to be written through to its target); --overwrite removes the link."""
+    """Step files in --out with no trajectory are not a recording of ours: refused without
+    --overwrite (a symbolic link step_0001.xml used to be written through to its target);
+    --overwrite removes the link."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious", encoding="utf-8")
     out = tmp_path / "out"
@@ -457,7 +461,7 @@ def test_an_out_holding_step_files_is_refused_and_no_link_is_followed(
     argv += ["--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert f"{out} already holds step files (step_0001.xml, ...)" in err
+    assert f"{out} holds step files (step_0001.xml, ...) and no trajectory.jsonl" in err
     assert "--overwrite" in err
     assert (out / "step_0002.png").read_text(encoding="utf-8") == "other"
     assert main([*argv, "--overwrite"]) == 0
@@ -596,7 +600,7 @@ def test_ray_auto_without_a_cluster_is_named_as_a_named_address_is(
     )
     meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
     observation_folder(tmp_path / "obs")
-    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
+    argv = ["run-tasks", "--tasks", str(meta), "--examples", str(examples), "--model", "compat/m"]
     argv += ["--base-url", "http://127.0.0.1:9/v1", "--observations", str(tmp_path / "obs")]
     assert main([*argv, "--out", str(tmp_path / "out"), "--ray", "auto"]) == 2
     err = capsys.readouterr().err
@@ -624,7 +628,7 @@ def test_a_vm_that_does_not_answer_is_named_by_its_env_url(
         held.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{held.getsockname()[1]}"
         serve_vm(good)
-        argv = ["run", "--tasks", str(meta), "--examples", str(examples)]
+        argv = ["run-tasks", "--tasks", str(meta), "--examples", str(examples)]
         argv += ["--model", f"replay:{script}", "--out", str(tmp_path / "out"), "--settle", "0"]
         argv += ["--env-url", good.base_url, "--env-url", dead]
         assert main(argv) == 1
@@ -646,7 +650,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(
     desktop = observation_folder(tmp_path / "obs")
     with LoopbackServer(default_delay=30.0) as server:
         argv = [
-            *CLI_CHILD, "run", "--tasks", str(meta), "--examples",
+            *CLI_CHILD, "run-tasks", "--tasks", str(meta), "--examples",
             str(examples), "--observations", str(desktop), "--model", "compat/m",
             "--base-url", server.base_url + "/v1", "--workers", "2", "--out", str(tmp_path / "out"),
         ]  # fmt: skip
@@ -659,7 +663,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(
         run.send_signal(getattr(signal, sent))
         out, err = run.communicate(timeout=60)
     assert run.returncode == status, err
-    assert err.endswith(f"osharm-agent: {said}\n")
+    assert err.endswith(f"osharm-agent: {said}; {RESUME}\n")
     assert "Traceback" not in err
     assert "finished" not in out
 

@@ -17,13 +17,14 @@ from adapters.accounting import Budget, UsageTotals, load_prices
 from adapters.agent import PromptAgent
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import BudgetExceeded, TaskSetupError, TrajectoryError
+from adapters.record import ActionRecord, EpisodeEnd
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
-from adapters.trajectories import jsonl, osharm
+from adapters.trajectories import jsonl, osharm, result_folders
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
-from tests.conftest import write_named
+from tests.conftest import reply_step, write_named
 from tests.facade.helpers import Killed, KillingEnv, observation_folder, snapshot
 
 CONFIG = AgentConfig(model="gpt-4o", observation_type="a11y_tree", action_space="pyautogui")
@@ -292,9 +293,9 @@ def test_a_deferred_writer_keeps_the_folder_until_its_first_model_call(tmp_path:
     )
     observation = ReplayEnv(desktop).reset()
     writer.begin(observation)
-    writer.error()  # failed before its first model call: the record stays
+    writer.finish(EpisodeEnd(failed="x"))  # failed before its first model call: the record stays
     assert sorted(p.name for p in folder.iterdir()) == before
-    writer.model_step("DONE", ["DONE"], observation)
+    writer.step(reply_step(CONFIG, "DONE", ["DONE"], observation))
     assert sorted(p.name for p in folder.iterdir()) == [
         "better_log.json",
         "step_0.png",
@@ -329,15 +330,23 @@ def test_a_deferred_writer_holds_replayed_steps_until_a_live_one_then_writes_the
     env = ReplayEnv(desktop)
     first = env.reset()
     writer.begin(first)
-    writer.prepaid = True
-    writer.model_step(CLICK, ["pyautogui.click(19, 31)"], first)
-    stamp = writer.stamp()
+    writer.step(reply_step(CONFIG, CLICK, ["pyautogui.click(19, 31)"], first, prepaid=True))
     after, reward, done, step_info = env.step("pyautogui.click(19, 31)")
-    writer.action(1, "pyautogui.click(19, 31)", after, reward, done, step_info, stamp)
-    writer.error()  # stopped or failed before a live call: nothing at all is written
+    action = "pyautogui.click(19, 31)"
+    writer.action(
+        ActionRecord(
+            step=1,
+            action=action,
+            observation=after,
+            reward=reward,
+            done=done,
+            info=step_info,
+            started=next(times),
+        )
+    )
+    writer.finish(EpisodeEnd(failed="x"))  # stopped or failed before a live call: nothing written
     assert snapshot(folder) == before
-    writer.prepaid = False
-    writer.model_step("DONE", ["DONE"], after)
+    writer.step(reply_step(CONFIG, "DONE", ["DONE"], after))
     assert sorted(snapshot(folder)) == [
         "better_log.json",
         "step_0.png",
@@ -372,17 +381,15 @@ def test_a_kill_while_the_held_steps_are_written_keeps_the_record_to_continue_fr
     env = ReplayEnv(desktop)
     first = env.reset()
     writer.begin(first)
-    writer.prepaid = True
-    writer.model_step(CLICK, ["pyautogui.click(19, 31)"], first)
+    writer.step(reply_step(CONFIG, CLICK, ["pyautogui.click(19, 31)"], first, prepaid=True))
 
     def killed(*_: Any) -> None:
         raise Killed
 
     # The kill lands on the first held write (step_0.png), after the folder was emptied.
     monkeypatch.setattr(osharm, "_write_atomically", killed)
-    writer.prepaid = False
     with pytest.raises(Killed):
-        writer.model_step("DONE", ["DONE"], first)
+        writer.step(reply_step(CONFIG, "DONE", ["DONE"], first))
     assert (folder / "better_log.json").read_bytes() == log
     assert [e.response for e in load_result_folder(folder)][:1] == [CLICK]
 
@@ -569,13 +576,13 @@ def test_a_continued_task_reads_its_record_once(
     with pytest.raises(Killed):
         _continue(results, desktop, [CLICK, PRESS, "DONE"], kill_at=2)
     reads: list[str] = []
-    real = osharm._read_regular
+    real = result_folders._read_regular
 
     def counted(path: Path, *args: Any, **kwargs: Any) -> bytes:
         reads.append(path.name)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(osharm, "_read_regular", counted)
+    monkeypatch.setattr(result_folders, "_read_regular", counted)
     monkeypatch.setattr(jsonl, "_read_regular", counted)
     live, result = _continue(results, desktop, ["DONE"], kill_at=None)
     assert [o.status for o in result] == ["finished"]

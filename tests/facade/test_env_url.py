@@ -23,7 +23,7 @@ def _args(tmp_path: Path, *extra: str) -> list[str]:
         "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
     )
     return [
-        "run",
+        "run-tasks",
         "--tasks", str(tmp_path / "meta.json"),
         "--examples", str(tmp_path / "examples"),
         "--model", f"replay:{script}",

@@ -26,6 +26,7 @@ from adapters.agent import PromptAgent
 from adapters.errors import TrajectoryExistsError
 from adapters.runs import load_task_list, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
+from adapters.runs.episode import run_episode
 from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_setup import ServerSetup
 from adapters.testing import FakeClient
@@ -34,7 +35,6 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError

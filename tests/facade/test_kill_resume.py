@@ -66,7 +66,7 @@ def test_a_sigkilled_run_resumes_without_losing_or_repeating_a_task(tmp_path: Pa
     out = tmp_path / "results"
     model = _StallingModel()
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(meta),
         "--examples", str(examples),
         "--observations", str(desktop),

@@ -22,6 +22,8 @@ import pytest
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import RetryableError, TrajectoryError, TrajectoryExistsError
+from adapters.record import ActionRecord, EpisodeEnd
+from adapters.runs.episode import run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import open_trajectory
 from adapters.trajectories.osharm import (
@@ -29,7 +31,6 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.rebuild import rebuild_step
 from adapters.trajectories.replay import ReplayClient, ReplayEnv
@@ -201,19 +202,19 @@ def test_the_cli_writes_osharm_folders(tmp_path: Path, capsys: pytest.CaptureFix
     assert printed.startswith("[task] 2 step(s), 2 action(s); folder ")
     assert "score" not in printed
     assert main(["replay", str(folder)]) == 0
+    capsys.readouterr()
     again = main(
         ["run", str(task), "--model", f"replay:{script}", "--out", str(out), "--format", "osharm"]
     )
-    assert again == 2
-    assert "already holds a result folder" in capsys.readouterr().err
+    assert again == 0  # finished: the same command skips it, and --overwrite runs it again
+    assert capsys.readouterr().out.startswith("[task] skipped: already finished; folder ")
 
 
 def test_the_cli_counts_a_link_left_in_a_result_folder_as_its_content(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A folder holding only a (dangling) link passed the CLI's check, then its writer, which
-    now counts links, refused it mid-run; it is refused before any runs, and --overwrite
-    removes the link, never making its target."""
+    """A folder holding only a (dangling) link is an unfinished folder: redone, as a task
+    list redoes one, its writer removing the link and never making its target."""
     task = observation_folder(tmp_path / "task")
     (task / "task.json").write_text(
         json.dumps({"id": "_notes", "domain": "os", "instruction": "Open the File menu"}),
@@ -227,9 +228,7 @@ def test_the_cli_counts_a_link_left_in_a_result_folder_as_its_content(
     folder.mkdir(parents=True)
     (folder / "recording.mp4.part").symlink_to(tmp_path / "made")
     argv = ["run", str(task), "--model", f"replay:{script}", "--out", str(out)]
-    assert main([*argv, "--format", "osharm"]) == 2
-    assert "already holds a result folder (pass --overwrite" in capsys.readouterr().err
-    assert main([*argv, "--format", "osharm", "--overwrite"]) == 0
+    assert main([*argv, "--format", "osharm"]) == 0
     assert not (folder / "recording.mp4.part").is_symlink()
     assert not (tmp_path / "made").exists()
     assert (folder / "unscored.txt").is_file()
@@ -416,12 +415,19 @@ def test_a_file_the_writer_cannot_write_mid_episode_is_a_trajectory_error(tmp_pa
     writer.begin(observation)
     (folder / "step_1_20260101@000000.png").mkdir()
     with pytest.raises(TrajectoryError, match=r"cannot write .*step_1_20260101@000000\.png: "):
-        writer.action(1, "pyautogui.click(1, 2)", observation, 0.0, False, {})
+        writer.action(
+            ActionRecord(
+                step=1,
+                action="pyautogui.click(1, 2)",
+                observation=observation,
+                started=datetime(2026, 1, 1),
+            )
+        )
     assert not list(folder.glob("*.tmp"))
     (folder / "step_1_20260101@000000.png").rmdir()
     (folder / "traj.jsonl").mkdir()
     with pytest.raises(TrajectoryError, match=r"cannot append to .*traj\.jsonl: "):
-        writer.error()
+        writer.finish(EpisodeEnd(failed="x"))
 
 
 def _reference_shaped_folder(directory: Path) -> Path:

@@ -228,7 +228,7 @@ def test_the_cli_runs_a_task_list_with_ray(
     desktop = observation_folder(tmp_path / "obs")
     monkeypatch.setenv("LOOPBACK_KEY", "k")
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(meta),
         "--examples", str(examples),
         "--observations", str(desktop),
@@ -262,7 +262,7 @@ def test_with_ray_each_actor_reverts_its_own_vm_before_each_task(
         monkeypatch.setenv("LOOPBACK_KEY", "k")
         reverts = tmp_path / "reverts"
         argv = [
-            "run",
+            "run-tasks",
             "--tasks", str(meta),
             "--examples", str(examples),
             "--model", "compat/m",
@@ -1121,7 +1121,7 @@ def test_on_ray_the_cli_prints_the_retry_lines_and_warnings_a_run_here_prints(
     # No handler configured, as in a shell: the CLI's last-resort handler prints the records.
     monkeypatch.setattr(logging.root, "handlers", [])
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(meta),
         "--examples", str(examples),
         "--observations", str(desktop),

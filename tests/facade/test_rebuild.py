@@ -13,6 +13,7 @@ import pytest
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import TrajectoryError
+from adapters.runs.episode import run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import TrajectoryRecorder
 from adapters.trajectories.osharm import (
@@ -20,7 +21,6 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.rebuild import load_recording, rebuild_step
 from adapters.trajectories.replay import ReplayEnv

@@ -22,6 +22,7 @@ from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import TrajectoryError
 from adapters.runs import OsworldTask, run_task_list
+from adapters.runs.episode import run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories import jsonl
 from adapters.trajectories.jsonl import TrajectoryRecorder, episode_steps, open_trajectory
@@ -31,7 +32,6 @@ from adapters.trajectories.osharm import (
     TaskInfo,
     load_result_folder,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.rebuild import rebuild_step
 from adapters.trajectories.replay import ReplayEnv

@@ -26,6 +26,7 @@ from PIL import Image
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import TrajectoryError
+from adapters.runs.episode import run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories import jsonl, rebuild
 from adapters.trajectories.jsonl import TrajectoryEntry, TrajectoryRecorder, parse_entry
@@ -34,7 +35,6 @@ from adapters.trajectories.osharm import (
     ResultWriter,
     TaskInfo,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.rebuild import PROMPT_SETTINGS, load_recording, rebuild_step
 from adapters.trajectories.replay import ReplayEnv

@@ -11,11 +11,12 @@ import pytest
 
 from adapters.contract import ModelResponse, Usage
 from adapters.errors import TrajectoryExistsError
+from adapters.record import StepRecord
 from adapters.trajectories import jsonl as recording
-from adapters.trajectories.jsonl import StepRecord, TrajectoryRecorder, read_trajectory
+from adapters.trajectories.jsonl import TrajectoryRecorder, read_trajectory
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError, Continuation
-from tests.conftest import OBSERVATIONS
+from tests.conftest import OBSERVATIONS, step_record
 
 PNG = (OBSERVATIONS / "mousepad_notes.png").read_bytes()
 XML = (OBSERVATIONS / "mousepad_notes.xml").read_text(encoding="utf-8")
@@ -45,7 +46,7 @@ def _step(**changes: object) -> StepRecord:
         "masks": ((0, 19, 39, 25),),
     }
     fields.update(changes)
-    return StepRecord(**fields)  # type: ignore[arg-type]
+    return step_record(**fields)
 
 
 def test_a_step_is_one_json_line_with_every_field(tmp_path: Path) -> None:

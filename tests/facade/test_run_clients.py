@@ -56,7 +56,7 @@ def test_a_task_list_run_builds_one_client_and_closes_it(
     with LoopbackServer() as server:
         server.route("POST", r".*/chat/completions", lambda _: Reply(200, chat_completion("DONE")))
         argv = [
-            "run", "--tasks", str(meta), "--examples", str(examples),
+            "run-tasks", "--tasks", str(meta), "--examples", str(examples),
             "--observations", str(observation_folder(tmp_path / "obs")),
             "--out", str(tmp_path / "results"), "--workers", "3", *_model_options(server),
         ]  # fmt: skip

@@ -186,7 +186,7 @@ def test_the_cli_prints_the_summary_table_and_progress_on_request(
         "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
     )
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(meta),
         "--examples", str(examples),
         "--observations", str(desktop),
@@ -233,7 +233,7 @@ def test_a_bidi_override_in_a_name_is_escaped() -> None:
 
 def test_an_error_detail_cannot_send_terminal_escapes() -> None:
     """Task lines quote errors (a desktop's, a model server's): their ESC and BEL were kept."""
-    from adapters.cli import _one_line
+    from adapters.cli._output import one_line as _one_line
 
     assert _one_line(ValueError("bad\x1b]0;owned\x07\nnext")) == "bad\\x1b]0;owned\\x07; next"
     assert _one_line("a\u202eb") == "a\\u202eb"
@@ -258,7 +258,7 @@ def test_task_ids_cannot_forge_output_lines_or_send_terminal_escapes(
         "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
     )
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(meta),
         "--examples", str(examples),
         "--observations", str(observation_folder(tmp_path / "obs")),

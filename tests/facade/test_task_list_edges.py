@@ -28,9 +28,13 @@ from adapters.runs import (
     load_task_list,
     run_task_list,
 )
+from adapters.runs.episode import arun_episode, run_episode
 from adapters.runs.ray_runner import run_task_list_on_ray
 from adapters.testing import FakeClient
-from adapters.trajectories.osharm import ResultWriter, TaskInfo, arun_episode, run_episode
+from adapters.trajectories.osharm import (
+    ResultWriter,
+    TaskInfo,
+)
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, ConfigError
 from osharm_core.errors import excerpt
@@ -354,7 +358,7 @@ def test_limits_that_make_no_sense_are_refused(
                 )
             )
     meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
-    argv = ["run", "--tasks", str(meta), "--examples", str(examples), "--model", "replay:x"]
+    argv = ["run-tasks", "--tasks", str(meta), "--examples", str(examples), "--model", "replay:x"]
     argv += ["--out", str(tmp_path / "out")]
     assert main([*argv, "--observations", str(tmp_path), "--episode-timeout", "nan"]) == 2
     assert "--episode-timeout takes a number of seconds above 0" in capsys.readouterr().err
@@ -433,8 +437,10 @@ def test_a_step_limit_that_is_not_a_positive_int_is_refused_before_anything_runs
         return await arun_episode(
             _agent(task),
             in_thread(replay),
-            replay.reset(),
             writer,
+            instruction="do",
+            config=CONFIG,
+            observation=replay.reset(),
             max_steps=max_steps,  # type: ignore[arg-type]
         )
 
@@ -456,12 +462,12 @@ def test_run_arguments_of_the_wrong_kind_are_refused_before_anything_runs(tmp_pa
         "max_steps": 3,
     }
     with pytest.raises(
-        ConfigError, match="continue_unfinished must be true or false; got str 'no'"
+        ConfigError, match="continue_unfinished must be true or false; got 'no'"
     ):
         run_task_list(_tasks("_a"), config=CONFIG, continue_unfinished="no", **common)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="budget must be a Budget or None"):
         run_task_list(_tasks("_a"), config=CONFIG, budget={"max_run_tokens": 5}, **common)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="config must be an AgentConfig"):
+    with pytest.raises(ConfigError, match="config must be an AgentConfig"):
         run_task_list(_tasks("_a"), config=CONFIG.to_json(), **common)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="workers must be an integer >= 1; got '4'"):
         asyncio.run(_listed(_tasks("_a"), results, lambda t: None, workers="4"))
@@ -619,7 +625,7 @@ def test_the_cli_refuses_a_task_list_id_outside_its_examples_and_runs_nothing(
     script = tmp_path / "replies.jsonl"
     script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     argv = [
-        "run", "--tasks", str(meta), "--examples", str(examples),
+        "run-tasks", "--tasks", str(meta), "--examples", str(examples),
         "--observations", str(tmp_path / "desktops"), "--model", f"replay:{script}",
         "--observation-type", "a11y_tree", "--out", str(tmp_path / "out"),
     ]  # fmt: skip

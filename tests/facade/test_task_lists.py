@@ -118,7 +118,7 @@ def test_the_cli_runs_a_task_list_and_resumes(
         "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
     )
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(meta),
         "--examples", str(examples),
         "--observations", str(desktop),
@@ -149,7 +149,7 @@ def test_a_replay_of_a_tree_of_result_folders_refuses_tasks_it_holds_no_recordin
         "".join(json.dumps({"response": r}) + "\n" for r in (CLICK, "DONE")), encoding="utf-8"
     )
     common = [
-        "run", "--tasks", str(meta), "--examples", str(examples),
+        "run-tasks", "--tasks", str(meta), "--examples", str(examples),
         "--observations", str(desktop), "--observation-type", "a11y_tree",
         "--action-space", "pyautogui",
     ]  # fmt: skip
@@ -191,7 +191,7 @@ def test_a_task_list_run_refuses_task_folders_in_what_it_reads(
 
     def argv(out: Path) -> list[str]:
         return [
-            "run", "--tasks", str(meta), "--examples", str(examples),
+            "run-tasks", "--tasks", str(meta), "--examples", str(examples),
             "--observations", str(desktop), "--model", "gpt-4o",
             "--observation-type", "a11y_tree", "--action-space", "pyautogui", "--out", str(out),
         ]  # fmt: skip

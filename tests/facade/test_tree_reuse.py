@@ -21,7 +21,9 @@ from adapters.trajectories import osharm
 from adapters.trajectories.osharm import BETTER_LOG, ResultWriter, TaskInfo
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig, linearize_accessibility_tree
-from osharm_core.step import LinearizedTree
+from osharm_core.state import ObservationRecord
+from osharm_core.step import LinearizedTree, StepRequest
+from tests.conftest import reply_step
 from tests.facade.helpers import SMALL, load, observation_folder
 
 CONFIG = AgentConfig(model="m", observation_type="screenshot_a11y_tree", action_space="pyautogui")
@@ -63,14 +65,16 @@ def test_the_writer_takes_a_table_only_for_the_very_tree_and_settings(tmp_path: 
     ]
     for number, (known, seen, table) in enumerate(cases):
         writer = _writer(tmp_path / str(number))
-        writer.linearized = known
-        writer.model_step("r", None, {"accessibility_tree": seen})
+        step = reply_step(CONFIG, "r", None, {"accessibility_tree": seen})
+        if known is not None:
+            request = StepRequest((), ObservationRecord(), linearized=known)
+            step = attrs.evolve(step, request=request)
+        writer.step(step)
         reference = _writer(tmp_path / f"{number}-reference")
-        reference.model_step("r", None, {"accessibility_tree": seen})
+        reference.step(reply_step(CONFIG, "r", None, {"accessibility_tree": seen}))
         if table == linearize_accessibility_tree(seen):
             assert _written(writer.directory) == _written(reference.directory)
         assert json.loads(_written(writer.directory))["steps"][0]["a11y_tree"] == table
-        assert writer.linearized is None  # used once
 
 
 @pytest.fixture

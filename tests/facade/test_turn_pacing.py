@@ -24,17 +24,17 @@ import pytest
 from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.errors import TrajectoryError
+from adapters.record import ActionRecord
 from adapters.runs import OsworldTask, arun_task_list, in_thread
+from adapters.runs.episode import arun_episode, run_episode
 from adapters.testing import FakeClient
 from adapters.trajectories.jsonl import read_trajectory
 from adapters.trajectories.osharm import (
     ResultWriter,
     TaskInfo,
-    arun_episode,
     load_result_folder,
     read_better_log,
     result_folder,
-    run_episode,
 )
 from adapters.trajectories.rebuild import rebuild_step
 from adapters.trajectories.replay import ReplayEnv
@@ -124,7 +124,16 @@ def test_a_paced_episode_sees_one_observation_per_turn(tmp_path: Path, threaded:
     folder = tmp_path / "out"
     writer = _writer(folder)
     if threaded:
-        score = asyncio.run(arun_episode(agent, in_thread(env), env.reset(), writer, max_steps=9))
+        episode = arun_episode(
+            agent,
+            in_thread(env),
+            writer,
+            instruction=writer.task.instruction,
+            config=CONFIG,
+            observation=env.reset(),
+            max_steps=9,
+        )
+        score = asyncio.run(episode).score
     else:
         score = run_episode(agent, env, env.reset(), writer, max_steps=9)
     assert score is None
@@ -218,7 +227,7 @@ def test_a_task_list_replays_its_observations_once_per_turn(
     desktop = observation_folder(tmp_path / "obs", NAMES)
     script = _replies(tmp_path / "replies.jsonl", [TWO, CLICK, "DONE"])
     argv = [
-        "run", "--tasks", str(meta), "--examples", str(examples),
+        "run-tasks", "--tasks", str(meta), "--examples", str(examples),
         "--observations", str(desktop), "--model", f"replay:{script}",
         "--observation-type", "a11y_tree", "--out", str(tmp_path / "results"),
     ]  # fmt: skip
@@ -305,8 +314,10 @@ def test_a_same_second_action_without_a_screenshot_leaves_no_stale_png(tmp_path:
     )
     first = {"screenshot": b"png-1", "accessibility_tree": "<a/>"}
     writer.begin(first)
-    writer.action(1, "x", first, 0.0, False, {})
-    writer.action(1, "y", {"screenshot": None, "accessibility_tree": "<b/>"}, 0.0, False, {})
+    now = datetime(2026, 11, 23, 12, 0, 0)
+    writer.action(ActionRecord(step=1, action="x", observation=first, started=now))
+    second = {"screenshot": None, "accessibility_tree": "<b/>"}
+    writer.action(ActionRecord(step=1, action="y", observation=second, started=now))
     assert not (folder / "step_1_20261123@120000.png").exists()
     assert (folder / "step_1_20261123@120000.xml").read_text(encoding="utf-8") == "<b/>"
     assert writer.last_screenshot is None

@@ -112,7 +112,7 @@ def test_run_ends_an_episode_at_the_token_cap(
     )  # fmt: skip
     assert (code, err) == (0, "")
     summary = out.splitlines()[-1]
-    assert "2 step(s), ended by the episode budget: 120 tokens used, cap 100" in summary
+    assert "2 step(s), ended early: episode budget exceeded: 120 tokens used, cap 100" in summary
     entries = read_trajectory(tmp_path / "o")
     assert len(entries) == 2
     assert entries[-1].budget_exceeded == "episode budget exceeded: 120 tokens used, cap 100"
@@ -193,7 +193,7 @@ def test_run_shows_cost_against_a_priced_model_on_a_loopback_server(
     lines = out.splitlines()
     assert lines[0].split(":")[0] == "[task] step 1"
     assert "tokens in 21 out 4, cost $0.0001" in lines[0]
-    assert "ended by the episode budget: $0.0002 spent, cap $0.0002" in lines[-1]
+    assert "ended early: episode budget exceeded: $0.0002 spent, cap $0.0002" in lines[-1]
     assert "tokens in 42 out 8; cost $0.0002" in lines[-1]
     assert sent == 2
     assert [e.cost_usd for e in read_trajectory(tmp_path / "o")] == [0.000123, 0.000123]
@@ -267,7 +267,7 @@ def test_a_task_list_run_stops_at_the_run_cap_and_reports_it(
     desktop = observation_folder(tmp_path / "obs")
     model = _replay_script(tmp_path / "r.jsonl", (50, 10), 3)
     code, out, err = _run(
-        capsys, "run", "--tasks", str(meta), "--examples", str(tmp_path / "examples"),
+        capsys, "run-tasks", "--tasks", str(meta), "--examples", str(tmp_path / "examples"),
         "--observations", str(desktop), "--model", model, "--out", str(tmp_path / "results"),
         "--observation-type", "a11y_tree", "--max-steps", "2", "--max-run-tokens", "60",
     )  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 
 from adapters import DesktopEnvAdapter, EnvironmentFailure, OSWorldServerEnv, TaskSetupError
 from adapters.cli import main
-from adapters.runs.tasks import _stops_run
+from adapters.runs.episode import stops_run as _stops_run
 from adapters.runs.vm_http import VmUnanswered, vm_answer
 from adapters.runs.vm_setup import plan_setup
 from adapters.trajectories.osharm import load_result_folder

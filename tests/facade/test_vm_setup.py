@@ -19,7 +19,7 @@ from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.runs import OsworldTask, run_task_list
 from adapters.runs.environments import PYAUTOGUI_PREFIX
-from adapters.runs.tasks import _stops_run
+from adapters.runs.episode import stops_run as _stops_run
 from adapters.runs.vm_http import VmUnanswered
 from adapters.runs.vm_setup import DOWNLOAD_WAITS, MAX_UNTIL_TRIES, plan_setup
 from adapters.testing import FakeClient
@@ -454,7 +454,7 @@ def test_a_task_with_setup_steps_runs_through_env_url(
         "".join(json.dumps({"response": r}) + "\n" for r in replies), encoding="utf-8"
     )
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(tmp_path / "meta.json"),
         "--examples", str(tmp_path / "examples"),
         "--model", f"replay:{script}",
@@ -500,7 +500,7 @@ def test_a_task_whose_setup_is_refused_or_fails_fails_alone_and_the_run_goes_on(
     script = tmp_path / "replies.jsonl"
     script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
     argv = [
-        "run",
+        "run-tasks",
         "--tasks", str(tmp_path / "meta.json"),
         "--examples", str(tmp_path / "examples"),
         "--model", f"replay:{script}",

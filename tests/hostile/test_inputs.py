@@ -44,14 +44,14 @@ def _prices(root: Path) -> tuple[Path, list[str], str]:
 def _meta(root: Path) -> tuple[Path, list[str], str]:
     _, examples = write_task_list(root, {"os": ["a"]}, meta_name="ok.json")
     desktops = observation_folder(root / "desktops")
-    argv = ["run", *REPLAY, "--examples", str(examples), "--observations", str(desktops)]
+    argv = ["run-tasks", *REPLAY, "--examples", str(examples), "--observations", str(desktops)]
     return root / "meta.json", [*argv, "--out", str(root / "out"), "--tasks"], "task file"
 
 
 def _example(root: Path) -> tuple[Path, list[str], str]:
     meta, examples = write_task_list(root, {"os": ["a"]})
     desktops = observation_folder(root / "desktops")
-    argv = ["run", "--tasks", str(meta), *REPLAY, "--observations", str(desktops)]
+    argv = ["run-tasks", "--tasks", str(meta), *REPLAY, "--observations", str(desktops)]
     (examples / "os" / "a.json").unlink()
     return examples / "os" / "a.json", [*argv, "--out", str(root / "out"), "--examples"], ""
 

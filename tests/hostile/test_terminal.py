@@ -26,7 +26,7 @@ from stamina.instrumentation import get_on_retry_hooks
 
 from adapters import PromptAgent
 from adapters._wire import CONTROL_CHARACTERS, json_for_terminal, log_quote, printable
-from adapters.cli import _COMMANDS, MAX_LOG_TEXT, _log_handler, main
+from adapters.cli import MAX_LOG_TEXT, _log_handler, _step, main
 from adapters.contract import ModelRequest, ModelResponse
 from adapters.providers.computer_use import reply_text
 from adapters.testing import FakeClient
@@ -206,7 +206,7 @@ def test_any_warning_no_handler_takes_is_printed_escaped_by_the_cli(
         unhandled.warning("a future warning quoting %s", HOSTILE + "A" * 100_000)
         return 0
 
-    monkeypatch.setitem(_COMMANDS, "render", command)
+    monkeypatch.setattr(_step, "render_command", command)
     before = logging.lastResort
     assert main(["render"]) == 0
     assert logging.lastResort is before
@@ -229,7 +229,7 @@ def test_overlapping_cli_calls_put_the_process_hooks_back_once_the_last_ends(
         (finish_a if threading.current_thread().name == "A" else finish_b).wait(10)
         return 0
 
-    monkeypatch.setitem(_COMMANDS, "render", command)
+    monkeypatch.setattr(_step, "render_command", command)
     before, hooks = logging.lastResort, get_on_retry_hooks()
     a = threading.Thread(target=main, args=(["render"],), name="A")
     b = threading.Thread(target=main, args=(["render"],), name="B")

@@ -32,9 +32,10 @@ from adapters.cli import main
 from adapters.cli._inputs import observation
 from adapters.contract import ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError, TrajectoryExistsError
+from adapters.record import EpisodeEnd
 from adapters.testing import FakeClient
 from adapters.trajectories import jsonl as recording
-from adapters.trajectories import osharm, rebuild
+from adapters.trajectories import rebuild, result_folders
 from adapters.trajectories.jsonl import (
     StepRecord,
     TrajectoryRecorder,
@@ -55,13 +56,16 @@ from adapters.trajectories.replay import (
 )
 from osharm_core import AccessibilityTreeError, AgentConfig, Message, ScreenshotError, TextPart
 from tests import strategies
-from tests.conftest import CLI_CHILD, child_environment, write_named
+from tests.conftest import CLI_CHILD, child_environment, reply_step, step_record, write_named
 from tests.facade.helpers import load
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "task"
 TASK = TaskInfo(instruction="Save the notes", domain="os", example_id="_notes")
 SURROGATE_REPLY = "```python\npyautogui.write('\ud800 and \udfff')\n```"
+
+
+FAILED = EpisodeEnd(failed="the episode failed")
 
 
 def _agent(directory: Path, *replies: str) -> PromptAgent:
@@ -83,7 +87,7 @@ def _record(directory: Path, *replies: str) -> Path:
 
 
 def _step(text: str, actions: Any = None) -> StepRecord:
-    return StepRecord(
+    return step_record(
         instruction="do it",
         config=AgentConfig(model="gpt-4o"),
         response=ModelResponse(text=text, model="gpt-4o"),
@@ -172,12 +176,12 @@ def test_a_full_disk_leaves_no_part_of_the_step(tmp_path: Path) -> None:
 def test_a_full_disk_leaves_no_part_of_an_osharm_line(tmp_path: Path) -> None:
     """traj.jsonl's appends are whole or absent too: a line cut short by a full disk is removed."""
     writer = ResultWriter(tmp_path, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
-    writer.error()
+    writer.finish(FAILED)
     one_line = (tmp_path / "traj.jsonl").read_bytes()
     with _disk_fills_at(len(one_line) + 10), pytest.raises(TrajectoryError, match="too large"):
-        writer.error()
+        writer.finish(FAILED)
     assert (tmp_path / "traj.jsonl").read_bytes() == one_line
-    writer.error()
+    writer.finish(FAILED)
     assert (tmp_path / "traj.jsonl").read_bytes() == one_line * 2
 
 
@@ -185,7 +189,7 @@ def test_an_append_to_something_not_a_file_is_refused(tmp_path: Path) -> None:
     writer = ResultWriter(tmp_path, config=AgentConfig(model="gpt-4o"), task=TASK, max_steps=3)
     (tmp_path / "traj.jsonl").symlink_to(os.devnull)  # planted after the folder was emptied
     with pytest.raises(TrajectoryError, match=r"traj\.jsonl is not a regular file"):
-        writer.error()
+        writer.finish(FAILED)
 
 
 # --- never through a link, never over a file ------------------------------------------
@@ -261,8 +265,8 @@ def test_a_result_folder_s_temporary_name_is_never_followed(tmp_path: Path, dang
         (folder / f"{name}.tmp").symlink_to(victim)
     observation = {"screenshot": b"\x89PNG fake", "accessibility_tree": "<desktop-frame/>"}
     writer.begin(observation)
-    writer.model_step("DONE", ["DONE"], observation)
-    writer.finish(1.0)
+    writer.step(reply_step(writer.config, "DONE", ["DONE"], observation))
+    writer.finish(EpisodeEnd(score=1.0))
     assert victim.exists() != dangling
     if not dangling:
         assert victim.read_text(encoding="utf-8") == "precious"
@@ -982,7 +986,7 @@ def test_better_log_s_reader_reads_what_json_reads(
         except ValueError:
             expected = ValueError
         try:
-            got: Any = osharm._log_json(candidate, Path("better_log.json"))
+            got: Any = result_folders._log_json(candidate, Path("better_log.json"))
         except ValueError:
             got = ValueError
         if not isinstance(expected, dict):
