@@ -174,7 +174,9 @@ def test_a_task_whose_observation_cannot_be_read_fails_alone(
     ]  # fmt: skip
     assert main(argv) == 1
     out = capsys.readouterr().out
-    assert "[os/_b] failed: observation unreadable: accessibility tree is not well-formed XML" in out
+    assert (
+        "[os/_b] failed: observation unreadable: accessibility tree is not well-formed XML" in out
+    )
     assert "summary: 3 task(s): 2 finished, 0 skipped (already finished), 1 failed" in out
     shutil.rmtree(desktops / "_b")
     observation_folder(desktops / "_b")

@@ -461,9 +461,7 @@ def test_run_arguments_of_the_wrong_kind_are_refused_before_anything_runs(tmp_pa
         "make_env": _replayed(tmp_path),
         "max_steps": 3,
     }
-    with pytest.raises(
-        ConfigError, match="continue_unfinished must be true or false; got 'no'"
-    ):
+    with pytest.raises(ConfigError, match="continue_unfinished must be true or false; got 'no'"):
         run_task_list(_tasks("_a"), config=CONFIG, continue_unfinished="no", **common)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="budget must be a Budget or None"):
         run_task_list(_tasks("_a"), config=CONFIG, budget={"max_run_tokens": 5}, **common)  # type: ignore[arg-type]
