@@ -26,10 +26,12 @@ DEFAULT_MAX_CONNECTIONS: Final = 128
 DEFAULT_LIMITS: Final = httpx.Limits(
     max_connections=DEFAULT_MAX_CONNECTIONS, max_keepalive_connections=DEFAULT_MAX_CONNECTIONS // 2
 )
-#: The CPU time (seconds) one model call costs the process that makes it, an a11y_tree and
-#: screenshot step's request sent and its reply read through the async client, as measured
-#: on a shared 2-core machine with a few hundred calls in flight, rounded up.
-MODEL_CALL_CPU_SECONDS: Final = 0.004
+#: The CPU time (seconds) one model call costs the process that makes it: a
+#: `screenshot_a11y_tree` step's request (three turns of history, ~260 kB) sent and its reply
+#: read through the async client, with 200 calls in flight (measured 4.8-5.2 ms on a shared
+#: 2-core machine under load), rounded up. The rest of a step (its prompt, recording) is not
+#: in it: a caller counting whole steps passes its own figure to `calls_in_flight`.
+MODEL_CALL_CPU_SECONDS: Final = 0.006
 
 
 def pool_limits(max_connections: int | None) -> httpx.Limits:
@@ -62,7 +64,7 @@ def calls_in_flight(latency: float, cpu_per_call: float = MODEL_CALL_CPU_SECONDS
     A caller whose steps cost more CPU than the call (prompts, recording) passes that.
 
     >>> calls_in_flight(5.0)
-    1250
+    833
     """
     return max(1, math.floor(latency / cpu_per_call))
 
