@@ -66,6 +66,16 @@ def waits() -> Iterator[list[float]]:
     set_on_retry_hooks(None)
 
 
+def unreachable(base: str, mode: str, waits: list[float]) -> str:
+    """The one line of the error a call to `base` ends in, after the policy's quick retries."""
+    with pytest.raises(ServerUnreachableError) as caught:
+        call(loopback_client("compat/m", base, retry=RetryPolicy()), REQUEST, mode)
+    assert (caught.value.tries, waits) == (1 + UNREACHABLE_RETRIES, [0.5] * UNREACHABLE_RETRIES)
+    text = str(caught.value)
+    assert "\n" not in text
+    return text
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_closed_port_is_tried_three_times_quickly_then_named(
     closed_port: int, mode: str, waits: list[float]
@@ -73,12 +83,7 @@ def test_a_closed_port_is_tried_three_times_quickly_then_named(
     """Connection refused is retried twice with 0.5 s waits (not nine 30 s ones), then a
     ServerUnreachableError names the URL and says to check the server is running and its port."""
     base = f"http://127.0.0.1:{closed_port}/v1"
-    with pytest.raises(ServerUnreachableError) as caught:
-        call(loopback_client("compat/m", base, retry=RetryPolicy()), REQUEST, mode)
-    error = caught.value
-    assert (error.tries, waits) == (1 + UNREACHABLE_RETRIES, [0.5] * UNREACHABLE_RETRIES)
-    text = str(error)
-    assert "\n" not in text
+    text = unreachable(base, mode, waits)
     assert f"{base}/chat/completions" in text
     assert "connection refused" in text
     assert "running" in text
@@ -93,13 +98,7 @@ def test_a_host_name_that_does_not_resolve_is_tried_three_times_then_named(
 ) -> None:
     """A name-resolution failure is retried twice, quickly, then a ServerUnreachableError
     names the URL and says to check the host name."""
-    base = f"http://{NOWHERE}:8000/v1"
-    with pytest.raises(ServerUnreachableError) as caught:
-        call(loopback_client("compat/m", base, retry=RetryPolicy()), REQUEST, mode)
-    error = caught.value
-    assert (error.tries, waits) == (1 + UNREACHABLE_RETRIES, [0.5] * UNREACHABLE_RETRIES)
-    text = str(error)
-    assert "\n" not in text
+    text = unreachable(f"http://{NOWHERE}:8000/v1", mode, waits)
     assert NOWHERE in text
     assert "host name" in text
     assert "does not resolve" in text
