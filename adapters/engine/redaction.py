@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import Counter
 from collections.abc import Iterator
 from typing import Final
 
@@ -41,22 +40,29 @@ class _Redactor(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[str, int] = {}  # each secret: how many tries under way carry it
         self._secrets: tuple[str, ...] = ()
         self._installed = False
 
     def add(self, secrets: tuple[str, ...]) -> None:
         with self._lock:
-            self._counts.update(secrets)
-            self._secrets = tuple(self._counts)
+            counts = self._counts
+            for secret in secrets:
+                counts[secret] = counts.get(secret, 0) + 1
+            if len(counts) != len(self._secrets):
+                self._secrets = tuple(counts)
             if not self._installed:
                 self._install()
 
     def remove(self, secrets: tuple[str, ...]) -> None:
         with self._lock:
-            self._counts.subtract(secrets)
-            self._secrets = tuple(+self._counts)  # unary plus drops the counts that reached 0
-            self._counts = +self._counts
+            counts = self._counts
+            for secret in secrets:
+                left = counts.pop(secret) - 1
+                if left:
+                    counts[secret] = left
+            if len(counts) != len(self._secrets):
+                self._secrets = tuple(counts)
 
     def _install(self) -> None:
         names = set(_LOGGERS) | {
