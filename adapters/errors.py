@@ -16,6 +16,7 @@ OsharmError                                   (osharm_core.errors)
 ├── RequestBudgetError (ValueError)           a request cannot be made to fit server_profile
 ├── ModelCallError                            a model call failed (provider, status, request id, tries)
 │   ├── RetryableError                        rate limit, 5xx, overload, timeout, connection, TLS
+│   │   └── ServerUnreachableError            nothing listens at the URL, or its host does not resolve
 │   ├── BadRequestError                       HTTP 400 (retried only if the policy says so)
 │   ├── ContextLengthError                    the prompt is longer than the context window
 │   ├── AuthenticationError                   401 / 403
@@ -132,6 +133,11 @@ class RetryableError(ModelCallError):
     def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
         self.retry_after = retry_after
         super().__init__(message, **kwargs)
+
+
+class ServerUnreachableError(RetryableError):
+    """Nothing listens at the model's URL, or its host name does not resolve: tried again only
+    twice, quickly; the message says what to check."""
 
 
 class BadRequestError(ModelCallError):
@@ -370,6 +376,7 @@ __all__ = [
     "SafetyCheckPending",
     "ScreenshotError",
     "ServerLimitError",
+    "ServerUnreachableError",
     "StateError",
     "TaskSetupError",
     "TrajectoryError",

@@ -66,6 +66,7 @@ class ClientOptions:
     retry: RetryPolicy | None = None
     timeout: httpx.Timeout | None = None
     limiter: Limiter | None = None
+    max_connections: int | None = None
 
     def http_client_for(self, provider: Provider, *, model: str | None = None) -> HttpModelClient:
         """An `HttpModelClient` for `provider` with these options' transport, retry and timeout.
@@ -82,6 +83,7 @@ class ClientOptions:
             timeout=self.timeout,
             model=wire,
             limiter=self.limiter,
+            max_connections=self.max_connections,
         )
 
 
@@ -179,6 +181,7 @@ class ModelRegistry:
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout | float | None = None,
         limiter: Limiter | None = None,
+        max_connections: int | None = None,
     ) -> ModelClient:
         """A client for `model` (see the module doc for the name forms); `timeout` may be
         seconds (made an `httpx.Timeout`), and a `timeout`, `retry`, `limiter` or
@@ -211,6 +214,7 @@ class ModelRegistry:
             retry=retry,
             timeout=timeout,
             limiter=limiter,
+            max_connections=max_connections,
         )
         return self._schemes[scheme].factory(options)
 
@@ -269,8 +273,9 @@ def client_for(
     `retry` a `RetryPolicy`. Either of another kind, a malformed `base_url`
     (not http(s), an invalid or out-of-range port, no host) or an `http_client`
     that is not an httpx client is a `ConfigurationError`, here too.
-    (`REGISTRY.client_for(..., limiter=...)` also takes a rate limiter shared
-    with the model's other clients: see `adapters.engine.limits`.)
+    (`REGISTRY.client_for(..., limiter=..., max_connections=...)` also takes a rate
+    limiter shared with the model's other clients, see `adapters.engine.limits`, and
+    the size of the client's connection pool, see `adapters.engine.pools`.)
 
     >>> client_for("mystery-model")
     Traceback (most recent call last):

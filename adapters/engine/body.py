@@ -20,7 +20,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from adapters._wire import redact
-from adapters.errors import DeadlineExceededError, ResponseDecodeError, ResponseTooLargeError
+from adapters.errors import (
+    DeadlineExceededError,
+    ModelCallError,
+    ResponseDecodeError,
+    ResponseTooLargeError,
+)
 
 #: The largest reply body accepted, as sent and once decompressed: 64 MiB.
 DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
@@ -86,29 +91,25 @@ class BodyReader:
         elif encoding == "deflate":
             self._head = b""
         elif encoding != "identity":
-            raise ResponseDecodeError(
-                f"reply uses content-encoding {encoding[:40]!r}; only {ACCEPT_ENCODING} are accepted",
-                provider=provider,
-                status=status,
-            )
+            accepted = f"only {ACCEPT_ENCODING} are accepted"
+            raise self._error(f"reply uses content-encoding {encoding[:40]!r}; {accepted}")
         declared = headers.get("content-length", "")
         if declared.strip().isdigit() and int(declared) > limit:
             raise self._too_large(f"declares {int(declared)} bytes")
 
-    def _too_large(self, what: str) -> ResponseTooLargeError:
-        return ResponseTooLargeError(
-            f"reply body {what}, over the limit of {self._limit} bytes ({self._setting})",
-            provider=self._provider,
-            status=self._status,
-        )
+    def _error(
+        self, message: str, kind: type[ModelCallError] = ResponseDecodeError
+    ) -> ModelCallError:
+        return kind(message, provider=self._provider, status=self._status)
+
+    def _too_large(self, what: str) -> ModelCallError:
+        over = f"over the limit of {self._limit} bytes ({self._setting})"
+        return self._error(f"reply body {what}, {over}", ResponseTooLargeError)
 
     def _check_time(self) -> None:
         if self._deadline is not None and time.monotonic() > self._deadline:
-            raise DeadlineExceededError(
-                f"the call's deadline passed while reading the reply body ({self._raw} bytes read)",
-                provider=self._provider,
-                status=self._status,
-            )
+            read = f"while reading the reply body ({self._raw} bytes read)"
+            raise self._error(f"the call's deadline passed {read}", DeadlineExceededError)
 
     def _keep(self, data: bytes) -> None:
         self._size += len(data)
@@ -152,11 +153,7 @@ class BodyReader:
                 if self._members > 1:
                     self._trailing = True  # bytes after the last member, as gzip tools allow
                     return
-                raise ResponseDecodeError(
-                    f"reply body is not valid compressed data ({exc})",
-                    provider=self._provider,
-                    status=self._status,
-                ) from None
+                raise self._error(f"reply body is not valid compressed data ({exc})") from None
             self._keep(out)
             data = self._decoder.unconsumed_tail or self._decoder.unused_data
 

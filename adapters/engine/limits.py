@@ -43,15 +43,17 @@ The limiter is thread-safe, never sleeps itself, and its clock is injectable
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import math
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Final, NoReturn, Protocol
+from typing import Final, NoReturn, Protocol, Self
 
 from adapters.engine.retry import reply_time, retry_after_from_headers
 from adapters.errors import ConfigurationError, RateLimitWaitError
@@ -74,6 +76,11 @@ _DURATION: Final = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 # A pause this close to its end is a sleeper woken a little early, not a new pause.
 _EARLY_WAKE: Final = 0.005
+
+
+def _not_sent(message: str, provider: str) -> RateLimitWaitError:
+    """The error of a try a shared limit would hold past its call's deadline."""
+    return RateLimitWaitError(message, provider=provider or "rate limiter")
 
 
 class Limiter(Protocol):
@@ -167,14 +174,15 @@ def _count(text: str | None) -> int | None:
     return value if value >= 0 else None
 
 
-def _per_minute(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    if not is_finite_number(value) or value <= 0:
-        raise ConfigError(
-            f"RateLimiter {name} must be a finite number > 0; got {number_excerpt(value)}"
-        )
-    return float(value)
+def _setting(name: str, value: float, *, positive: bool = False) -> float:
+    """A `RateLimiter` setting as a float: a finite number >= 0 (> 0 when `positive`), else a
+    `ConfigError` naming it."""
+    if is_finite_number(value) and (value > 0 or (value == 0 and not positive)):
+        return float(value)
+    least = "> 0" if positive else ">= 0"
+    raise ConfigError(
+        f"RateLimiter {name} must be a finite number {least}; got {number_excerpt(value)}"
+    )
 
 
 class _Bucket:
@@ -248,23 +256,17 @@ class RateLimiter:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        checked = [("max_pause", max_pause), ("fallback_pause", fallback_pause)]
-        if burst is not None:
-            checked.append(("burst", burst))
-        for name, value in checked:
-            if not is_finite_number(value) or value < 0:
-                raise ConfigError(
-                    f"RateLimiter {name} must be a finite number >= 0; got {number_excerpt(value)}"
-                )
-        self.requests_per_minute = _per_minute("requests_per_minute", requests_per_minute)
-        self.tokens_per_minute = _per_minute("tokens_per_minute", tokens_per_minute)
-        self.max_pause = float(max_pause)
-        self.fallback_pause = min(float(fallback_pause), self.max_pause)
+        self.max_pause = _setting("max_pause", max_pause)
+        self.fallback_pause = min(_setting("fallback_pause", fallback_pause), self.max_pause)
+        burst = None if burst is None else _setting("burst", burst)
+        rpm, tpm = requests_per_minute, tokens_per_minute
+        rpm = None if rpm is None else _setting("requests_per_minute", rpm, positive=True)
+        tpm = None if tpm is None else _setting("tokens_per_minute", tpm, positive=True)
+        self.requests_per_minute, self.tokens_per_minute = rpm, tpm
         self._clock = clock
         self._now = now
         self._lock = threading.Lock()
         start = clock()
-        rpm, tpm = self.requests_per_minute, self.tokens_per_minute
         self._requests = None if rpm is None else _Bucket(rpm, start, burst)
         self._tokens = None if tpm is None else _Bucket(tpm, start)
         self._paused_until = start
@@ -336,11 +338,9 @@ class RateLimiter:
                 ready = due
             wait = ready - now
             if deadline is not None and now + wait > deadline:
-                raise RateLimitWaitError(
-                    f"the shared rate limit asks for a wait of {wait:.1f} s, past the call's "
-                    f"deadline (in {max(0.0, deadline - now):.1f} s); the call was not sent",
-                    provider=provider or "rate limiter",
-                )
+                left = max(0.0, deadline - now)
+                why = f"asks for a wait of {wait:.1f} s, past the call's deadline (in {left:.1f} s)"
+                raise _not_sent(f"the shared rate limit {why}; the call was not sent", provider)
             if self._requests is not None:
                 if freed is None:
                     self._requests.take(ready)
@@ -462,7 +462,7 @@ class RateLimiter:
         with self._lock:
             now = self._clock()
             if self._tokens is not None:
-                self._settle(status, tokens, now)
+                self._settle(self._tokens, status, tokens, now)
             # Anthropic's reset times are read by the reply's own clock, like Retry-After dates.
             answered = reply_time(lowered, self._now())
             budgets = self._budgets(lowered, answered)
@@ -481,10 +481,9 @@ class RateLimiter:
                 hint = max([w for w in (asked, *resets) if w is not None], default=None)
                 self._pause(hint if hint else self.fallback_pause, now)
 
-    def _settle(self, status: int, tokens: int | None, now: float) -> None:
-        """Under the lock: charge one reply's usage in place of its request's hold."""
-        assert self._tokens is not None
-        bucket = self._tokens
+    def _settle(self, bucket: _Bucket, status: int, tokens: int | None, now: float) -> None:
+        """Under the lock: charge one reply's usage to the token `bucket` in place of its
+        request's hold."""
         bucket.refill(now)
         self._drop_expired(now)
         held = self._held.pop(0)[0] if self._held else 0.0
@@ -551,12 +550,145 @@ class RateLimiter:
         return found
 
 
+def admission(
+    limiter: Limiter,
+    *,
+    deadline: float | None = None,
+    timeout: float | None = None,
+    provider: str = "",
+) -> Iterator[float]:
+    """The sleeps until `limiter`'s token budget has room for a try, asked again after each
+    (so none is longer than a slice).
+
+    Before a call's first try (no `deadline`) however long it takes, each ask
+    telling the limiter the deadline the call would have if admitted now
+    (`timeout` from now; its deadline starts once admitted); before a retry,
+    within the call's `deadline`: a wait past it is a `RateLimitWaitError`.
+    """
+    while True:
+        if deadline is None and timeout is not None:
+            asked: float | None = time.monotonic() + timeout
+        else:
+            asked = deadline
+        wait = limiter.admit(deadline=asked)
+        if wait <= 0:
+            return
+        if deadline is not None and time.monotonic() + wait > deadline:
+            why = "had no room for the retry before the call's deadline"
+            raise _not_sent(f"the shared token budget {why}; the try was not sent", provider)
+        yield wait
+
+
+class Turn:
+    """One try's turn at a shared limiter: `with turn(...) as held:` (sync) or `async with`.
+
+    Entering sleeps until the try may go: room in the token budget (unless the
+    call's first try was `admitted` already), its request turn, then any pause
+    that began since; a wait that would pass `deadline` (a `time.monotonic()`
+    value) is a `RateLimitWaitError`. `held.observe(...)` tells the limiter
+    what the reply said (and settles the room the try held). Leaving without
+    that (no reply, an error, a cancel) gives the room back (`release`), and a
+    wait left before its turn was due gives the turn back (`unreserve`), so it
+    does not hold up the callers after it. With no limiter, nothing waits.
+    """
+
+    def __init__(
+        self, limiter: Limiter | None, *, deadline: float | None, provider: str, admitted: bool
+    ) -> None:
+        self._limiter = limiter
+        self._deadline = deadline
+        self._provider = provider
+        self._admitted = admitted
+        self._holding = False  # room in the token budget is held for this try
+        self._observed = False
+        self._due: float | None = None  # when the turn taken last is due (`time.monotonic()`)
+
+    def _waits(self, limiter: Limiter) -> Iterator[float]:
+        if not self._admitted:
+            yield from admission(limiter, deadline=self._deadline, provider=self._provider)
+        self._holding = True
+        wait = limiter.reserve(deadline=self._deadline, provider=self._provider)
+        while True:
+            self._due = time.monotonic() + wait
+            if wait <= 0:
+                return
+            if self._deadline is not None and self._due > self._deadline:
+                why = f"pauses calls for {wait:.1f} s more, past the call's deadline"
+                raise _not_sent(
+                    f"the shared rate limit {why}; the call was not sent", self._provider
+                )
+            yield wait
+            wait = limiter.hold()  # with a request rate, a new place in line after the pause
+
+    @contextlib.contextmanager
+    def _giving_back(self, limiter: Limiter) -> Iterator[None]:
+        """Around the waits: when they end early (a cancel, an episode's time limit, a
+        `RateLimitWaitError`), give back the turn not used yet, and the room held."""
+        try:
+            yield
+        except BaseException:
+            if self._due is not None and time.monotonic() < self._due:
+                limiter.unreserve(due=self._due)
+            if self._holding:
+                limiter.release()
+            raise
+
+    def __enter__(self) -> Self:
+        if self._limiter is not None:
+            with self._giving_back(self._limiter):
+                for wait in self._waits(self._limiter):
+                    time.sleep(wait)
+        return self
+
+    async def __aenter__(self) -> Self:
+        if self._limiter is not None:
+            with self._giving_back(self._limiter):
+                for wait in self._waits(self._limiter):
+                    await asyncio.sleep(wait)
+        return self
+
+    def observe(self, status: int, headers: Mapping[str, str], tokens: int | None = None) -> None:
+        """Tell the limiter what the try's reply said: its status, headers and tokens used."""
+        if self._limiter is not None:
+            self._observed = True
+            self._limiter.observe(status, headers, tokens)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._limiter is not None and self._holding and not self._observed:
+            self._limiter.release()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__()
+
+
+def turn(
+    limiter: Limiter | None,
+    *,
+    deadline: float | None = None,
+    provider: str = "",
+    admitted: bool = False,
+) -> Turn:
+    """One try's `Turn` at `limiter` (`None`: no limiter, nothing to wait for), built on the
+    `Limiter` methods alone, so any limiter (a `RateLimiter`, a `RayLimiter`) works.
+
+    >>> limiter = RateLimiter(requests_per_minute=60, clock=time.monotonic)
+    >>> with turn(limiter, provider="p") as held:
+    ...     held.observe(200, {}, tokens=12)
+    >>> limiter.waits
+    0
+    """
+    return Turn(limiter, deadline=deadline, provider=provider, admitted=admitted)
+
+
 __all__ = [
     "DEFAULT_MAX_PAUSE",
     "HOLD_LIFETIME",
     "TOKEN_SLICE",
     "Limiter",
     "RateLimiter",
+    "Turn",
+    "admission",
     "parse_duration",
     "parse_reset_time",
+    "turn",
 ]

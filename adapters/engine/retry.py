@@ -12,35 +12,30 @@ backoff hook, per call, with no global state.
 from __future__ import annotations
 
 import email.utils
-import functools
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-from adapters._checks import flag_field
 from adapters._wire import delta_seconds
-from adapters.errors import BadRequestError, ModelCallError
-from osharm_core.errors import ConfigError, is_finite_number, number_excerpt
+from adapters.errors import BadRequestError, ModelCallError, ServerUnreachableError
+from osharm_core.errors import is_finite_number, refusing, strict_bool, strict_int
 
 
-def _positive_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"RetryPolicy.{attribute.name} must be an integer >= 1; got {number_excerpt(value)}"
-        )
+def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not is_finite_number(value):
+        raise ValueError(attribute.name)
 
 
-def _seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None and attribute.name == "timeout":
-        return
-    if not is_finite_number(value) or value < 0:  # type: ignore[operator]
-        raise ConfigError(
-            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0; "
-            f"got {number_excerpt(value)}"
-        )
+_COUNT: Final = refusing("an integer >= 1", strict_int, attrs.validators.ge(1))
+_SECONDS: Final = refusing("a finite number of seconds >= 0", _finite, attrs.validators.ge(0))
+_SOME_SECONDS: Final = refusing(
+    "a finite number of seconds >= 0 (or None)",
+    attrs.validators.optional([_finite, attrs.validators.ge(0)]),
+)
+_FLAG: Final = refusing("true or false", strict_bool)
 
 
 @attrs.frozen(kw_only=True)
@@ -63,12 +58,12 @@ class RetryPolicy:
     RetryPolicy(attempts=10, wait=30.0, retry_bad_request=True, honour_retry_after=True, max_retry_after=120.0, timeout=1200.0)
     """
 
-    attempts: int = attrs.field(default=10, validator=_positive_int)
-    wait: float = attrs.field(default=30.0, validator=_seconds)
-    retry_bad_request: bool = attrs.field(default=True, validator=flag_field("RetryPolicy"))
-    honour_retry_after: bool = attrs.field(default=True, validator=flag_field("RetryPolicy"))
-    max_retry_after: float = attrs.field(default=120.0, validator=_seconds)
-    timeout: float | None = attrs.field(default=1200.0, validator=_seconds)
+    attempts: int = attrs.field(default=10, validator=_COUNT)
+    wait: float = attrs.field(default=30.0, validator=_SECONDS)
+    retry_bad_request: bool = attrs.field(default=True, validator=_FLAG)
+    honour_retry_after: bool = attrs.field(default=True, validator=_FLAG)
+    max_retry_after: float = attrs.field(default=120.0, validator=_SECONDS)
+    timeout: float | None = attrs.field(default=1200.0, validator=_SOME_SECONDS)
 
 
 #: One try only: every error propagates at once.
@@ -86,6 +81,13 @@ def is_retried(policy: RetryPolicy, error: BaseException) -> bool:
     return isinstance(error, ModelCallError) and error.retryable
 
 
+#: Connection refused, or a host name that does not resolve (`ServerUnreachableError`): tried
+#: again at most this many times per request, `UNREACHABLE_WAIT` seconds apart (or the policy's
+#: `wait`, when shorter), so a wrong port or host in a base URL fails within about a second.
+UNREACHABLE_RETRIES: Final = 2
+UNREACHABLE_WAIT: Final = 0.5
+
+
 def next_wait(policy: RetryPolicy, error: BaseException) -> float | None:
     """Seconds to wait before the next try after `error`, or `None` when it is not retried.
 
@@ -94,44 +96,62 @@ def next_wait(policy: RetryPolicy, error: BaseException) -> float | None:
     45.0
     >>> next_wait(RetryPolicy(), RetryableError("busy", provider="p", retry_after=5.0))
     30.0
+    >>> next_wait(RetryPolicy(), ServerUnreachableError("refused", provider="p"))
+    0.5
     """
     if not is_retried(policy, error):
         return None
     wait = float(policy.wait)
+    if isinstance(error, ServerUnreachableError):
+        return min(wait, UNREACHABLE_WAIT)
     asked = getattr(error, "retry_after", None)
     if policy.honour_retry_after and asked is not None and asked > wait:
         wait = max(wait, min(float(asked), float(policy.max_retry_after)))
     return wait
 
 
-def _backoff_hook(policy: RetryPolicy, deadline: float | None, error: Exception) -> bool | float:
-    wait = next_wait(policy, error)
-    if wait is None:
-        return False
-    if deadline is not None and time.monotonic() + wait >= deadline:
-        if isinstance(error, ModelCallError):
+class _Backoff:
+    """stamina's `on` hook for one request: `next_wait` as long as the wait ends before
+    `deadline` (a `time.monotonic()` value), and an unreachable server retried at most
+    `UNREACHABLE_RETRIES` times."""
+
+    def __init__(self, policy: RetryPolicy, deadline: float | None) -> None:
+        self.policy = policy
+        self.deadline = deadline
+        self.unreachable = 0
+
+    def __call__(self, error: Exception) -> bool | float:
+        wait = next_wait(self.policy, error)
+        if wait is None or not isinstance(error, ModelCallError):
+            return False
+        if isinstance(error, ServerUnreachableError):
+            self.unreachable += 1
+            if self.unreachable > UNREACHABLE_RETRIES:
+                return False
+        if self.deadline is not None and time.monotonic() + wait >= self.deadline:
             error.message += (
-                f" (not retried: the wait would pass the call's {policy.timeout} s deadline)"
+                f" (not retried: the wait would pass the call's {self.policy.timeout} s deadline)"
             )
             error.args = (error.message,)
-        return False
-    return wait
+            return False
+        return wait
 
 
 def stamina_arguments(policy: RetryPolicy, *, deadline: float | None = None) -> dict[str, Any]:
-    """The keyword arguments for `stamina.retry_context` that apply `policy` to one call.
+    """The keyword arguments for `stamina.retry_context` that apply `policy` to one request.
 
     The `on` hook returns the wait as a float, which stamina uses instead of
     its exponential backoff (and turns into 0 in its testing mode); it
     declines to retry when the wait would end past `deadline` (a
-    `time.monotonic()` value).
+    `time.monotonic()` value), and after `UNREACHABLE_RETRIES` retries of a
+    server that is not there.
 
     >>> from adapters.errors import RetryableError
     >>> args = stamina_arguments(RetryPolicy())
     >>> args["attempts"], args["timeout"], args["on"](RetryableError("x", provider="p"))
     (10, 1200.0, 30.0)
     """
-    hook: Callable[[Exception], bool | float] = functools.partial(_backoff_hook, policy, deadline)
+    hook: Callable[[Exception], bool | float] = _Backoff(policy, deadline)
     return {"on": hook, "attempts": policy.attempts, "timeout": policy.timeout}
 
 
@@ -205,6 +225,8 @@ def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float
 
 __all__ = [
     "NO_RETRIES",
+    "UNREACHABLE_RETRIES",
+    "UNREACHABLE_WAIT",
     "RetryPolicy",
     "is_retried",
     "next_wait",
