@@ -332,9 +332,23 @@ _client = client_factory(AnthropicProvider)
 def register(registry: ModelRegistry) -> None:
     """`anthropic/<model>` and bare `claude-*` names."""
     registry.register_scheme(
-        "anthropic", _client, description="anthropic/<model> (ANTHROPIC_API_KEY)"
+        "anthropic", _client, description="anthropic/<model> (ANTHROPIC_API_KEY)", needs=API_KEY_ENV
     )
-    registry.register_family(r"claude-", "anthropic", description="claude-*")
+    registry.register_family(
+        r"claude-",
+        "anthropic",
+        description="claude-*",
+        examples=(
+            "claude-opus-4-1",
+            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
+            "claude-sonnet-4-6",
+            "claude-opus-4-7",
+            "claude-sonnet-5-5",
+            "claude-opus-5-5",
+            "claude-3-7-sonnet-latest",
+        ),
+    )
 
 
 __all__ = [

@@ -458,6 +458,8 @@ def register(registry: ModelRegistry) -> None:
         "anthropic-computer",
         _client,
         description="anthropic-computer/<claude model> (computer tool; ANTHROPIC_API_KEY)",
+        needs="ANTHROPIC_API_KEY",
+        computer_use=True,
     )
 
 

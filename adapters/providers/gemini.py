@@ -310,7 +310,12 @@ def register(registry: ModelRegistry) -> None:
     registry.register_scheme(
         "gemini", _client, description="gemini/<model> (GEMINI_API_KEY or GENAI_API_KEY)"
     )
-    registry.register_family(r"gemini-", "gemini", description="gemini-*")
+    registry.register_family(
+        r"gemini-",
+        "gemini",
+        description="gemini-*",
+        examples=("gemini-2.5-pro", "gemini-2.5-flash", "gemini-3.5-flash"),
+    )
 
 
 __all__ = [

@@ -542,11 +542,14 @@ def register(registry: ModelRegistry) -> None:
         "gemini-computer",
         _client,
         description="gemini-computer/<model> (computer use; GEMINI_API_KEY or GENAI_API_KEY)",
+        needs="GEMINI_API_KEY or GENAI_API_KEY",
+        computer_use=True,
     )
     registry.register_family(
         r"gemini-[\w.-]*computer-use",
         "gemini-computer",
         description="gemini-*computer-use* (computer use)",
+        examples=("gemini-2.5-computer-use-preview-10-2025",),
     )
 
 

@@ -362,18 +362,37 @@ COMPAT_SERVERS: Final = (
 
 def register(registry: ModelRegistry) -> None:
     """`openai/<model>`, the OpenAI-compatible services, and the OpenAI name families."""
-    registry.register_scheme("openai", _openai, description="openai/<model> (OPENAI_API_KEY)")
+    registry.register_scheme(
+        "openai", _openai, description="openai/<model> (OPENAI_API_KEY)", needs="OPENAI_API_KEY"
+    )
     for server in COMPAT_SERVERS:
+        keys = " or ".join(server.key_envs)
         if server.prefix == "compat":
             what = "compat/<model> (base_url=... required; api_key optional)"
+            needs = "base_url=...; api_key optional"
+        elif server.key_required:
+            what = f"{server.prefix}/<model> ({server.base_url}; {keys})"
+            needs = keys
         else:
-            keys = " or ".join(server.key_envs)
-            optional = "" if server.key_required else ", optional"
-            what = f"{server.prefix}/<model> ({server.base_url}; {keys}{optional})"
-        registry.register_scheme(server.prefix, server, description=what)
-    registry.register_family(r"gpt-", "openai", description="gpt-*")
-    registry.register_family(r"chatgpt-", "openai", description="chatgpt-*")
-    registry.register_family(r"o\d", "openai", description="o<digit>* (o1, o3-mini, o4-mini, ...)")
+            what = f"{server.prefix}/<model> ({server.base_url}; {keys}, optional)"
+            needs = f"a local server; {keys} optional"
+        registry.register_scheme(server.prefix, server, description=what, needs=needs)
     registry.register_family(
-        r"computer-use-preview", "openai", description="computer-use-preview* (Responses API)"
+        r"gpt-", "openai", description="gpt-*", examples=("gpt-4o", "gpt-4o-mini", "gpt-4.1")
+    )
+    registry.register_family(
+        r"chatgpt-", "openai", description="chatgpt-*", examples=("chatgpt-4o-latest",)
+    )
+    registry.register_family(
+        r"o\d",
+        "openai",
+        description="o<digit>* (o1, o3-mini, o4-mini, ...)",
+        examples=("o1", "o3", "o3-mini", "o4-mini"),
+    )
+    registry.register_family(
+        r"computer-use-preview",
+        "openai",
+        description="computer-use-preview* (Responses API)",
+        examples=("computer-use-preview",),
+        computer_use=True,
     )
