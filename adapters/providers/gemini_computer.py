@@ -393,7 +393,6 @@ class GeminiComputerProvider:
         if continuation is not None and continuation.safety_checks:
             raise SafetyCheckPending(continuation.safety_checks, provider=self.name)
         if answering(continuation):
-            assert continuation is not None
             earlier, latest = split_latest(request.messages)
             call = self._plain().encode(attrs.evolve(request, messages=earlier))
             self._answer(call.json["contents"], continuation, latest)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from adapters.contract import ModelRequest
 from adapters.errors import ConfigurationError
@@ -61,7 +61,7 @@ def split_latest(messages: Sequence[Message]) -> tuple[list[Message], Message | 
     return items, latest
 
 
-def answering(continuation: Continuation | None) -> bool:
+def answering(continuation: Continuation | None) -> TypeGuard[Continuation]:
     """Whether the next request answers native calls (it has calls and their record)."""
     return continuation is not None and bool(continuation.call_ids) and bool(continuation.native)
 
