@@ -9,15 +9,34 @@ turn, then a user turn answering each call with the latest screenshot.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Sequence
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 from adapters.contract import ModelRequest
 from adapters.errors import ConfigurationError
 from adapters.providers.computer_use import ScreenMap
-from adapters.providers.responses import ACTION_SPACES, DEFAULT_DISPLAY, png_size
 from osharm_core import Continuation, ImagePart, Message
+from osharm_core.observation import png_size as header_size
+
+#: The screen of an OSWorld virtual machine, used when no PNG screenshot gives the size.
+DEFAULT_DISPLAY: Final = (1920, 1080)
+#: The action spaces native computer-use calls are converted into.
+ACTION_SPACES: Final = ("pyautogui", "computer_13")
+
+
+def png_size(data: str) -> tuple[int, int] | None:
+    """Width and height of a base64 PNG, read from its IHDR chunk (only the first 32 characters are decoded).
+
+    >>> png_size("iVBORw0KGgoAAAANSUhEUgAAB4AAAAQ4CAIAAABnsVYUAAAA")
+    (1920, 1080)
+    """
+    try:
+        return header_size(base64.b64decode(data[:32], validate=True))
+    except (binascii.Error, ValueError):
+        return None
 
 
 def check_action_space(request: ModelRequest, protocol: str) -> None:
@@ -110,6 +129,7 @@ __all__ = [
     "latest_screenshot",
     "native_turn",
     "pixel_screen",
+    "png_size",
     "safety_notes",
     "split_latest",
 ]
