@@ -83,6 +83,7 @@ from adapters.providers.computer_use import (
     native_point,
     number,
     reply_text,
+    string_arg,
 )
 from adapters.providers.native import (
     DEFAULT_DISPLAY,
@@ -263,13 +264,6 @@ def _optional_point(
     return () if value is None else (_point(value, where, screen),)
 
 
-def _text(action: Mapping[str, Any], where: str) -> str:
-    value = action.get("text")
-    if not isinstance(value, str):
-        raise UnsupportedComputerAction(f"{where}: field 'text' must be a string, got {value!r}")
-    return value
-
-
 def _held(action: Mapping[str, Any], platform: str) -> tuple[str, ...]:
     modifiers = action.get("text", action.get("key"))
     return () if modifiers in (None, "") else key_combo(modifiers, platform=platform)
@@ -277,7 +271,7 @@ def _held(action: Mapping[str, Any], platform: str) -> tuple[str, ...]:
 
 def _keys(action: Mapping[str, Any], platform: str) -> tuple[Gesture, ...]:
     """`key`: one combination or several separated by spaces, pressed `repeat` times (default 1)."""
-    combos = _text(action, "key").split()
+    combos = string_arg(action, "text", "key").split()
     given = action.get("repeat")
     repeat = 1 if given is None else number(given, "key: repeat")
     if not combos or len(combos) > 16 or repeat not in range(1, MAX_GESTURES + 1):
@@ -320,13 +314,13 @@ def read_tool_use(
     if kind == "key":
         return _keys(action, platform)
     if kind == "type":
-        return (Gesture("type", text=_text(action, kind)),)
+        return (Gesture("type", text=string_arg(action, "text", kind)),)
     if kind == "scroll":
         return (_scroll(action, held, screen),)
     if kind == "wait":
         return (Gesture("wait"),)
     if kind == "hold_key":
-        keys = key_combo(_text(action, kind), platform=platform)
+        keys = key_combo(string_arg(action, "text", kind), platform=platform)
         down = tuple(Gesture("key_down", keys=(k,)) for k in keys)
         up = tuple(Gesture("key_up", keys=(k,)) for k in reversed(keys))
         return (*down, Gesture("wait"), *up)

@@ -44,7 +44,7 @@ import attrs
 
 from adapters._wire import log_quote
 from adapters.errors import UnsupportedComputerAction
-from osharm_core.errors import is_finite_number, number_excerpt
+from osharm_core.errors import excerpt, is_finite_number, number_excerpt
 from osharm_core.vocabulary import KEYBOARD_KEYS
 
 #: pyautogui's name for the key names the vendors send (compared in lower case): browser
@@ -295,6 +295,24 @@ def number(value: object, where: str) -> float:
     return value
 
 
+def string_arg(args: Mapping[str, Any], field: str, where: str, *, blank: bool = True) -> str:
+    """The string `field` of a native action's arguments; anything else (a blank string too,
+    unless `blank`) is an `UnsupportedComputerAction` naming `where`.
+
+    >>> string_arg({"text": "hi"}, "text", "type"), string_arg({"url": 7}, "url", "navigate")
+    Traceback (most recent call last):
+    ...
+    adapters.errors.UnsupportedComputerAction: navigate: field 'url' must be a string, got 7
+    """
+    value = args.get(field)
+    if not isinstance(value, str) or not (blank or value.strip()):
+        kind = "a string" if blank else "a non-blank string"
+        raise UnsupportedComputerAction(
+            f"{where}: field {field!r} must be {kind}, got {excerpt(value)}"
+        )
+    return value
+
+
 def native_point(x: object, y: object, where: str, screen: ScreenMap | None) -> tuple[int, int]:
     """Screen pixels of a native point read from a reply (plain rounding without a `ScreenMap`)."""
     fx, fy = number(x, f"{where}: x"), number(y, f"{where}: y")
@@ -453,10 +471,7 @@ def read_action(
         held = _held(action, platform)
         return Gesture("scroll", (_point(action, screen),), scroll=clicks, held=held)
     if kind == "type":
-        text = action.get("text")
-        if not isinstance(text, str):
-            raise UnsupportedComputerAction(f"type: field 'text' must be a string, got {text!r}")
-        return Gesture("type", text=text)
+        return Gesture("type", text=string_arg(action, "text", "type"))
     raise UnsupportedComputerAction(f"unknown computer_call action type {kind!r}")
 
 
@@ -779,6 +794,7 @@ __all__ = [
     "reply_text",
     "screen_point",
     "signal",
+    "string_arg",
     "to_computer_13",
     "to_pyautogui",
     "wheel_clicks",
