@@ -89,7 +89,9 @@ from adapters.providers.native import (
     DEFAULT_DISPLAY,
     answer_screenshot,
     answering,
+    bounded,
     check_action_space,
+    converting,
     display_size,
     native_turn,
     pixel_screen,
@@ -553,12 +555,10 @@ class AnthropicComputerProvider:
         reason: str | None,
     ) -> str:
         screen = pixel_screen(request.messages, self.display)
-        try:
-            if len(actions) > MAX_GESTURES:
-                raise UnsupportedComputerAction(f"{len(actions)} tool_use blocks in one reply")
+        with converting("computer tool_use", self.name, request.model):
             gestures = [
                 g
-                for action in actions
+                for action in bounded(actions, "tool_use blocks")
                 for g in read_tool_use(action, platform=self.platform, screen=screen)
             ]
             return reply_text(
@@ -567,10 +567,6 @@ class AnthropicComputerProvider:
                 request.action_space,
                 stopped=early_stop(reason, NATURAL_STOPS),
             )
-        except UnsupportedComputerAction as exc:
-            raise ResponseDecodeError(
-                f"cannot convert computer tool_use: {exc}", provider=self.name, model=request.model
-            ) from exc
 
     def usage(self, body: Any) -> Usage:
         """The token counts of a reply body, as for the plain Messages API."""

@@ -52,7 +52,6 @@ from adapters.providers._credentials import valid_key
 from adapters.providers._read import dig, items, obj, objects, text
 from adapters.providers.anthropic import media_type
 from adapters.providers.computer_use import (
-    MAX_GESTURES,
     Gesture,
     ScreenMap,
     early_stop,
@@ -70,7 +69,9 @@ from adapters.providers.native import (
     DEFAULT_DISPLAY,
     answer_screenshot,
     answering,
+    bounded,
     check_action_space,
+    converting,
     display_size,
     native_turn,
     safety_notes,
@@ -469,12 +470,10 @@ class GeminiComputerProvider:
     ) -> str:
         sent = display_size(request.messages, self.display)
         screen = ScreenMap(GRID, sent, sent)
-        try:
-            if len(calls) > MAX_GESTURES:
-                raise UnsupportedComputerAction(f"{len(calls)} function calls in one reply")
+        with converting("computer-use function call", self.name, request.model):
             gestures = [
                 g
-                for call in calls
+                for call in bounded(calls, "function calls")
                 for g in read_function_call(
                     call.name,
                     call.args,
@@ -491,12 +490,6 @@ class GeminiComputerProvider:
                 refuse=bool(checks),
                 stopped=stopped,
             )
-        except UnsupportedComputerAction as exc:
-            raise ResponseDecodeError(
-                f"cannot convert computer-use function call: {exc}",
-                provider=self.name,
-                model=request.model,
-            ) from exc
 
     def usage(self, body: Any) -> Usage:
         """The token counts of a reply body, as for the plain `generateContent`."""

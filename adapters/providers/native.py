@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
-from collections.abc import Sequence
-from typing import Any, Final, TypeGuard
+from collections.abc import Iterator, Sequence
+from typing import Any, Final, TypeGuard, TypeVar
 
 from adapters.contract import ModelRequest
-from adapters.errors import ConfigurationError
-from adapters.providers.computer_use import ScreenMap
+from adapters.errors import ConfigurationError, ResponseDecodeError, UnsupportedComputerAction
+from adapters.providers.computer_use import MAX_GESTURES, ScreenMap
 from osharm_core import Continuation, ImagePart, Message
 from osharm_core.observation import png_size as header_size
 
@@ -110,6 +111,30 @@ def answer_screenshot(latest: Message | None, protocol: str) -> ImagePart:
     return screenshot
 
 
+_T = TypeVar("_T")
+
+
+def bounded(calls: Sequence[_T], what: str) -> Sequence[_T]:
+    """The native calls of one reply, refused as hostile when there are more than `MAX_GESTURES`."""
+    if len(calls) > MAX_GESTURES:
+        raise UnsupportedComputerAction(
+            f"{len(calls)} {what} in one reply (at most {MAX_GESTURES})"
+        )
+    return calls
+
+
+@contextlib.contextmanager
+def converting(what: str, provider: str, model: str) -> Iterator[None]:
+    """Inside, a native call that cannot be converted (`UnsupportedComputerAction`) is the
+    reply's `ResponseDecodeError`: the reply cannot be read, and no action of it runs."""
+    try:
+        yield
+    except UnsupportedComputerAction as exc:
+        raise ResponseDecodeError(
+            f"cannot convert {what}: {exc}", provider=provider, model=model
+        ) from exc
+
+
 def safety_notes(checks: Sequence[tuple[str, str, str]]) -> list[str]:
     """One line per pending safety check for the reply's thought."""
     return [
@@ -124,7 +149,9 @@ __all__ = [
     "DEFAULT_DISPLAY",
     "answer_screenshot",
     "answering",
+    "bounded",
     "check_action_space",
+    "converting",
     "display_size",
     "latest_screenshot",
     "native_turn",

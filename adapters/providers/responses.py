@@ -45,12 +45,10 @@ from adapters.errors import (
     ModelCallError,
     ResponseDecodeError,
     SafetyCheckPending,
-    UnsupportedComputerAction,
 )
 from adapters.providers._credentials import valid_key
 from adapters.providers._read import dig, obj, objects, text
 from adapters.providers.computer_use import (
-    MAX_GESTURES,
     Gesture,
     ScreenMap,
     early_stop,
@@ -62,7 +60,9 @@ from adapters.providers.native import (
     ACTION_SPACES,
     DEFAULT_DISPLAY,
     answer_screenshot,
+    bounded,
     check_action_space,
+    converting,
     latest_screenshot,
     png_size,
     safety_notes,
@@ -399,25 +399,16 @@ class ResponsesProvider:
         return [g for g in read if g is not None]
 
     def _reply_text(self, request: ModelRequest, read: _Output, stopped: str | None) -> str:
-        notes = safety_notes(read.safety_checks)
-        try:
-            if len(read.actions) > MAX_GESTURES:
-                raise UnsupportedComputerAction(
-                    f"{len(read.actions)} actions in one reply (at most {MAX_GESTURES})"
-                )
-            gestures = self.gestures(request, read.actions) if read.calls else None
+        with converting("computer_call", self.name, request.model):
+            actions = bounded(read.actions, "actions")
             return reply_text(
                 read.thoughts,
-                gestures,
+                self.gestures(request, actions) if read.calls else None,
                 request.action_space,
-                notes=notes,
+                notes=safety_notes(read.safety_checks),
                 refuse=bool(read.safety_checks),
                 stopped=stopped,
             )
-        except UnsupportedComputerAction as exc:
-            raise ResponseDecodeError(
-                f"cannot convert computer_call: {exc}", provider=self.name, model=request.model
-            ) from exc
 
     def usage(self, body: Any) -> Usage:
         """The token counts of a reply body's `usage`, decodable or not."""
