@@ -383,38 +383,10 @@ def client_for(
     )
 
 
-def register_scheme(
-    prefix: str,
-    factory: ClientFactory,
-    *,
-    description: str = "",
-    replace: bool = False,
-    needs: str = "",
-    computer_use: bool = False,
-) -> None:
-    """Add a name scheme to the registry `client_for` uses (see `ModelRegistry.register_scheme`)."""
-    REGISTRY.register_scheme(
-        prefix,
-        factory,
-        description=description,
-        replace=replace,
-        needs=needs,
-        computer_use=computer_use,
-    )
-
-
-def register_family(
-    pattern: str,
-    scheme: str,
-    *,
-    description: str = "",
-    examples: tuple[str, ...] = (),
-    computer_use: bool | None = None,
-) -> None:
-    """Add a bare-name family to the registry `client_for` uses (see `ModelRegistry.register_family`)."""
-    REGISTRY.register_family(
-        pattern, scheme, description=description, examples=examples, computer_use=computer_use
-    )
+#: Add a name scheme to the registry `client_for` uses (see `ModelRegistry.register_scheme`).
+register_scheme: Final = REGISTRY.register_scheme
+#: Add a bare-name family to the registry `client_for` uses (see `ModelRegistry.register_family`).
+register_family: Final = REGISTRY.register_family
 
 
 def model_table() -> str:
