@@ -20,10 +20,12 @@ The request is the plain Messages request (`adapters.providers.anthropic`:
 system text, alternating turns, the per-family sampling table) plus one
 computer tool, chosen per model and service by `tools_for`:
 
-| tool                       | how it is declared                           | models                                  |
-| computer_toolset_20260801  | `{"type": ...}` (+ `configs`), no beta header | Opus 4.8+, Sonnet 5+, Haiku 5.5+, Fable, Mythos |
-| computer_20251124          | name, display size, header computer-use-2025-11-24 | Opus 4.5+, Sonnet 4.6+ (and the above off the Claude API) |
-| computer_20250124          | name, display size, header computer-use-2025-01-24 | Sonnet 3.7 and later                    |
+| tool                      | declared as                                 | models                            |
+| computer_toolset_20260801 | `type` (+ `configs`), no beta header        | Opus 4.8+, Sonnet 5+, Haiku 5.5+, |
+|                           |                                             | Fable, Mythos                     |
+| computer_20251124         | name, display size; computer-use-2025-11-24 | Opus 4.5+, Sonnet 4.6+, Fable,    |
+|                           |                                             | Mythos, Haiku 5.5+                |
+| computer_20250124         | name, display size; computer-use-2025-01-24 | Sonnet 3.7 and later              |
 
 The toolset is spoken where it is GA (the Claude API and Google Cloud); on
 Amazon Bedrock and Microsoft Foundry the beta tools stay. Claude 5.5 and later
@@ -598,9 +600,17 @@ def register(registry: ModelRegistry) -> None:
 
 __all__ = [
     "NATURAL_STOPS",
+    "SERVICES",
+    "TOOLS",
+    "TOOLSET",
+    "TOOLSET_MEMBERS",
+    "TOOLSET_SERVICES",
     "TOOL_NAME",
     "TOOL_VERSIONS",
     "AnthropicComputerProvider",
+    "Service",
     "read_tool_use",
+    "service_for",
     "tool_version_for",
+    "tools_for",
 ]
