@@ -13,11 +13,13 @@ each provider module has a `register(registry)` function calling
 `register_scheme` / `register_family`, and an installed package adds its own
 with an entry point in the `osharm_core.providers` group (an object with a
 `register(registry)` method, or the function itself). Missing keys are reported when the client is
-built, naming the variable to set; an unknown name lists what is supported.
+built, naming the variable to set; an unknown name is one line suggesting the
+closest known names, and `model_table()` (`osharm-agent models`) lists every form.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import logging
 import re
@@ -95,6 +97,8 @@ ClientFactory = Callable[[ClientOptions], ModelClient]
 class _Scheme:
     factory: ClientFactory
     description: str
+    needs: str
+    computer_use: bool
 
 
 @attrs.frozen
@@ -102,6 +106,12 @@ class _Family:
     pattern: re.Pattern[str]
     scheme: str
     description: str
+    examples: tuple[str, ...]
+    computer_use: bool | None
+
+
+#: The column titles of `ModelRegistry.table()`.
+TABLE_HEADER: Final = ("name form", "provider", "needs", "native computer use")
 
 
 class ModelRegistry:
@@ -116,12 +126,22 @@ class ModelRegistry:
         self._families: list[_Family] = []
 
     def register_scheme(
-        self, prefix: str, factory: ClientFactory, *, description: str = "", replace: bool = False
+        self,
+        prefix: str,
+        factory: ClientFactory,
+        *,
+        description: str = "",
+        replace: bool = False,
+        needs: str = "",
+        computer_use: bool = False,
     ) -> None:
         """Make `prefix/...`, `prefix|...` and `prefix:...` names resolve through `factory`.
 
-        `description` is shown in the unknown-name error (e.g. `"compat/<model> (base_url=...)"`).
-        Registering a taken prefix raises `ValueError` unless `replace` is true.
+        `description` is the form's line in `forms()` (e.g. `"compat/<model> (base_url=...)"`):
+        its text before ` (` is the name form `table()` shows, `needs` what the client needs
+        (key variables, a base URL; default: the description's words in parentheses), and
+        `computer_use` whether the model drives the desktop through a native computer-use
+        protocol. Registering a taken prefix raises `ValueError` unless `replace` is true.
         """
         key = prefix.strip().lower().rstrip("/|:")
         if not key or _SEPARATORS.search(key):
@@ -130,24 +150,83 @@ class ModelRegistry:
             )
         if key in self._schemes and not replace:
             raise ConfigurationError(f"scheme {key!r} is already registered (pass replace=True)")
-        self._schemes[key] = _Scheme(factory, description or f"{key}/<model>")
+        text = description or f"{key}/<model>"
+        self._schemes[key] = _Scheme(factory, text, needs or _details(text), computer_use)
 
-    def register_family(self, pattern: str, scheme: str, *, description: str = "") -> None:
+    def register_family(
+        self,
+        pattern: str,
+        scheme: str,
+        *,
+        description: str = "",
+        examples: tuple[str, ...] = (),
+        computer_use: bool | None = None,
+    ) -> None:
         """Send bare names matching regex `pattern` (from their start) to the registered `scheme`.
 
-        Families are tried in registration order; the first match wins.
+        Families are tried in registration order; the first match wins. `examples` are
+        well-known names of the family, offered when a misspelt name is close to one;
+        `computer_use` overrides the scheme's flag in `table()`.
         """
         key = scheme.lower()
         if key not in self._schemes:
             raise ConfigurationError(f"register scheme {key!r} before a family that uses it")
         compiled = re.compile(pattern)
-        self._families.append(_Family(compiled, key, description or pattern))
+        self._families.append(
+            _Family(compiled, key, description or pattern, tuple(examples), computer_use)
+        )
 
     def forms(self) -> tuple[str, ...]:
         """One line per supported name form, for help texts and errors."""
         families = tuple(f"{f.description} ({f.scheme})" for f in self._families)
         schemes = tuple(s.description for s in self._schemes.values())
         return (*families, *schemes, "provider|model (same as provider/model)")
+
+    def table(self) -> str:
+        """Every supported name form as an aligned text table: the form, the provider (scheme)
+        it reaches, what its client needs, and whether it speaks a native computer-use protocol.
+        """
+        rows = [
+            (f.description, f.scheme, self._schemes[f.scheme].needs, self._native(f))
+            for f in self._families
+        ]
+        rows += [
+            (_form(s.description), key, s.needs, "yes" if s.computer_use else "no")
+            for key, s in self._schemes.items()
+        ]
+        widths = [max(len(row[i]) for row in (TABLE_HEADER, *rows)) for i in range(3)]
+        lines = [
+            "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[3]])
+            for row in (TABLE_HEADER, *rows)
+        ]
+        lines.append("Every scheme/model form may also be written scheme:model or scheme|model.")
+        return "\n".join(lines) + "\n"
+
+    def _native(self, family: _Family) -> str:
+        flag = family.computer_use
+        return (
+            "yes" if (self._schemes[family.scheme].computer_use if flag is None else flag) else "no"
+        )
+
+    def suggestions(self, model: str, limit: int = 3) -> tuple[str, ...]:
+        """The registered names closest to an unknown `model`: for `scheme/model` with an
+        unknown scheme, the same model under the closest schemes; for a bare name, the closest
+        example names of the families.
+
+        >>> REGISTRY.suggestions("gpt4o")[0], REGISTRY.suggestions("antropic/claude-opus-4-1")
+        ('gpt-4o', ('anthropic/claude-opus-4-1',))
+        """
+        name = model.strip()
+        match = re.search(r"[/|]", name)  # a colon is often part of a model name (`llama3:8b`)
+        if match is not None:
+            prefix, rest = name[: match.start()].lower(), name[match.end() :]
+            close = difflib.get_close_matches(prefix, self._schemes, limit, cutoff=0.75)
+            return tuple(f"{scheme}/{rest}" for scheme in close)
+        examples = {e.lower(): e for f in self._families for e in f.examples}
+        return tuple(
+            examples[e]
+            for e in difflib.get_close_matches(name.lower(), examples, limit, cutoff=0.75)
+        )
 
     def resolve(self, model: str) -> tuple[str, str, bool]:
         """`(scheme, model after the prefix, prefixed)` for a model name, or a `ConfigurationError`."""
@@ -165,10 +244,17 @@ class ModelRegistry:
         for family in self._families:
             if family.pattern.match(name):
                 return family.scheme, name, False
-        supported = "\n  ".join(self.forms())
-        raise ConfigurationError(
-            f"unknown model name {model!r}; supported forms:\n  {supported}\n"
-            "Any OpenAI-compatible server: compat/<model> with base_url=..."
+        raise ConfigurationError(self._unknown(model))
+
+    def _unknown(self, model: str) -> str:
+        """The one-line unknown-name message: the closest names, where the forms are listed."""
+        close = self.suggestions(model)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        compat = self._schemes.get("compat")
+        other = f"; any OpenAI-compatible server: {compat.description}" if compat else ""
+        return (
+            f"unknown model name {excerpt(model)}{hint}; 'osharm-agent models' lists the "
+            f"supported forms{other}"
         )
 
     def client_for(
@@ -217,6 +303,16 @@ class ModelRegistry:
             max_connections=max_connections,
         )
         return self._schemes[scheme].factory(options)
+
+
+def _form(description: str) -> str:
+    """The name form of a description: its text before the first ` (`."""
+    return description.split(" (", 1)[0]
+
+
+def _details(description: str) -> str:
+    """The words of a description in its outer parentheses (`""` when it has none)."""
+    return description.partition(" (")[2].removesuffix(")")
 
 
 def _load_plugins(registry: ModelRegistry) -> None:
@@ -277,11 +373,10 @@ def client_for(
     limiter shared with the model's other clients, see `adapters.engine.limits`, and
     the size of the client's connection pool, see `adapters.engine.pools`.)
 
-    >>> client_for("mystery-model")
+    >>> client_for("gpt4o")
     Traceback (most recent call last):
     ...
-    osharm_core.errors.ConfigError: unknown model name 'mystery-model'; supported forms:
-    ...
+    osharm_core.errors.ConfigError: unknown model name 'gpt4o' (did you mean gpt-4o...
     """
     return REGISTRY.client_for(
         model,
@@ -293,16 +388,16 @@ def client_for(
     )
 
 
-def register_scheme(
-    prefix: str, factory: ClientFactory, *, description: str = "", replace: bool = False
-) -> None:
-    """Add a name scheme to the registry `client_for` uses (see `ModelRegistry.register_scheme`)."""
-    REGISTRY.register_scheme(prefix, factory, description=description, replace=replace)
+#: Add a name scheme to the registry `client_for` uses (see `ModelRegistry.register_scheme`).
+register_scheme: Final = REGISTRY.register_scheme
+#: Add a bare-name family to the registry `client_for` uses (see `ModelRegistry.register_family`).
+register_family: Final = REGISTRY.register_family
 
 
-def register_family(pattern: str, scheme: str, *, description: str = "") -> None:
-    """Add a bare-name family to the registry `client_for` uses (see `ModelRegistry.register_family`)."""
-    REGISTRY.register_family(pattern, scheme, description=description)
+def model_table() -> str:
+    """The table `osharm-agent models` prints: every name form `client_for` accepts, its
+    provider, what it needs and whether it is native computer use (`ModelRegistry.table`)."""
+    return REGISTRY.table()
 
 
 def scaling_preset_for(model: str) -> str:

@@ -40,7 +40,7 @@ from typing import Any, Final
 import attrs
 
 from adapters._files import MAX_JSON_BYTES, read_regular
-from osharm_core.errors import ConfigError, excerpt, is_finite_number, number_excerpt
+from osharm_core.errors import ConfigError, excerpt, is_finite_number, refusing
 
 #: Scheme prefixes whose model names are the vendor's own (see the matching rules).
 FIRST_PARTY_SCHEMES: Final = (
@@ -81,24 +81,44 @@ def normalise_model_name(model: str) -> str | None:
     return None if "/" in name or not name else name
 
 
-def _price(value: object, where: str, *, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
+def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """An attrs validator: a finite JSON number (not a bool, not an int past a float's range)."""
     if not is_finite_number(value):
-        raise ConfigError(
-            f"{where} must be a finite number of USD per million tokens; "
-            f"got {number_excerpt(value)}"
-        )
-    assert isinstance(value, int | float)
-    if value < 0:
-        raise ConfigError(f"{where} must not be negative; got {number_excerpt(value)}")
-    return float(value)
+        raise TypeError(attribute.name)
 
 
-def _text(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where} must be a non-empty string; got {value!r}")
-    return value.strip()
+def _date(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    """An attrs validator: `""` (not given) or a YYYY-MM-DD date."""
+    if value:
+        date.fromisoformat(value)
+
+
+def _name(value: object) -> object:
+    """A model name as tables compare it: stripped and lower-cased (anything else left to the
+    validator to refuse)."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _names(value: object) -> object:
+    """Aliases as a tuple of names (see `_name`); a JSON list is taken as one."""
+    return tuple(map(_name, value)) if isinstance(value, list | tuple) else value
+
+
+_NAME: Final = re.compile(r"\s*\S.*", re.DOTALL)
+_USD: Final = refusing(
+    "a finite number of USD per million tokens that is not negative",
+    _finite,
+    attrs.validators.ge(0),
+)
+_NAMES: Final = refusing(
+    "a list of non-empty names",
+    attrs.validators.deep_iterable(
+        attrs.validators.and_(
+            attrs.validators.instance_of(str), attrs.validators.matches_re(_NAME)
+        ),
+        attrs.validators.instance_of(tuple),
+    ),
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -106,16 +126,30 @@ class ModelPrice:
     """One model's standard prices in USD per million tokens, with where and when they were read.
 
     `cached_input` is the price of prompt tokens served from a cache; `None`
-    when the source gave none. Reasoning tokens are billed as `output`.
+    when the source gave none. Reasoning tokens are billed as `output`. Each
+    field is checked when the price is built (`ConfigError` naming it): a
+    non-empty `model` and `aliases`, finite prices >= 0, `read` a YYYY-MM-DD
+    date and `source` an http(s) URL (both may be left out).
     """
 
-    model: str
-    input: float
-    output: float
-    cached_input: float | None = None
-    aliases: tuple[str, ...] = ()
-    read: str = ""
-    source: str = ""
+    model: str = attrs.field(
+        converter=_name,
+        validator=refusing("a non-empty string", attrs.validators.matches_re(_NAME)),
+    )
+    input: float = attrs.field(validator=_USD)
+    output: float = attrs.field(validator=_USD)
+    cached_input: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_USD)
+    )
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_NAMES)
+    read: str = attrs.field(
+        default="",
+        validator=refusing("a YYYY-MM-DD date", attrs.validators.instance_of(str), _date),
+    )
+    source: str = attrs.field(
+        default="",
+        validator=refusing("an http(s) URL", attrs.validators.matches_re(r"(https?://.+)?")),
+    )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -132,41 +166,18 @@ class ModelPrice:
 
     @classmethod
     def from_json(cls, obj: object, where: str) -> ModelPrice:
-        """An entry of `prices.json`; `ConfigError` naming `where` when it is malformed."""
+        """An entry of `prices.json` (names lower-cased; `read` and `source` required);
+        `ConfigError` naming `where` and the field when it is malformed."""
         if not isinstance(obj, Mapping):
             raise ConfigError(f"{where} must be an object; got {type(obj).__name__}")
-        unknown = set(obj) - {
-            "model",
-            "aliases",
-            "input",
-            "cached_input",
-            "output",
-            "read",
-            "source",
-        }
-        if unknown:
-            raise ConfigError(f"{where} has unknown keys: {', '.join(sorted(map(str, unknown)))}")
-        model = _text(obj.get("model"), f"{where}.model").lower()
-        aliases = obj.get("aliases", [])
-        if not isinstance(aliases, list):
-            raise ConfigError(f"{where}.aliases must be a list of names")
-        read = _text(obj.get("read"), f"{where}.read")
+        unknown = sorted(map(str, set(obj) - {f.name for f in attrs.fields(cls)}))
         try:
-            date.fromisoformat(read)
-        except ValueError:
-            raise ConfigError(f"{where}.read must be a YYYY-MM-DD date; got {read!r}") from None
-        source = _text(obj.get("source"), f"{where}.source")
-        if not source.startswith(("https://", "http://")):
-            raise ConfigError(f"{where}.source must be an http(s) URL; got {source!r}")
-        return cls(
-            model=model,
-            aliases=tuple(_text(a, f"{where}.aliases[{i}]").lower() for i, a in enumerate(aliases)),
-            input=_price(obj.get("input"), f"{where}.input") or 0.0,
-            cached_input=_price(obj.get("cached_input"), f"{where}.cached_input", optional=True),
-            output=_price(obj.get("output"), f"{where}.output") or 0.0,
-            read=read,
-            source=source,
-        )
+            if unknown:
+                raise ConfigError(f"unknown keys: {', '.join(unknown)}")
+            # `read` and `source` may be left out of a price built in code, not of a table
+            return cls(**{"read": None, "source": None, **obj})
+        except (ConfigError, TypeError) as exc:  # TypeError: a required key is missing
+            raise ConfigError(f"{where}: {exc}") from None
 
 
 def _entries(value: Iterable[ModelPrice]) -> tuple[ModelPrice, ...]:
@@ -177,7 +188,9 @@ def _entries(value: Iterable[ModelPrice]) -> tuple[ModelPrice, ...]:
 class PriceTable:
     """A versioned set of `ModelPrice`s; `lookup(model)` applies the matching rules."""
 
-    version: str
+    version: str = attrs.field(
+        validator=refusing("a non-empty string", attrs.validators.matches_re(_NAME))
+    )
     entries: tuple[ModelPrice, ...] = attrs.field(converter=_entries)
 
     def __attrs_post_init__(self) -> None:
@@ -208,7 +221,12 @@ class PriceTable:
     def with_overrides(self, other: PriceTable | Iterable[ModelPrice]) -> PriceTable:
         """This table with `other`'s entries added; a name `other` lists is taken from this table's
         entries (an entry left with no name is dropped; its other names keep their prices)."""
-        extra = tuple(other.entries if isinstance(other, PriceTable) else other)
+        table = (
+            other
+            if isinstance(other, PriceTable)
+            else PriceTable(version="overrides", entries=other)
+        )
+        extra = table.entries
         replaced = {_key(name) for entry in extra for name in entry.names}
         kept = []
         for entry in self.entries:
@@ -217,21 +235,19 @@ class PriceTable:
                 kept.append(entry)
             elif names:
                 kept.append(attrs.evolve(entry, model=names[0], aliases=tuple(names[1:])))
-        version = other.version if isinstance(other, PriceTable) else "overrides"
-        return PriceTable(version=f"{self.version}+{version}", entries=(*extra, *kept))
+        return PriceTable(version=f"{self.version}+{table.version}", entries=(*extra, *kept))
 
     @classmethod
     def from_json(cls, obj: object, where: str = "price table") -> PriceTable:
         """A table from decoded JSON: `{"version": ..., "models": [entry, ...]}`."""
         if not isinstance(obj, Mapping) or not isinstance(obj.get("models"), list):
             raise ConfigError(f"{where}: expected an object with a 'models' list")
-        version = _text(obj.get("version", "custom"), f"{where}.version")
         entries = [
             ModelPrice.from_json(entry, f"{where}: models[{index}]")
             for index, entry in enumerate(obj["models"])
         ]
         try:
-            return cls(version=version, entries=entries)
+            return cls(version=obj.get("version", "custom"), entries=entries)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
 

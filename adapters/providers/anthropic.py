@@ -66,6 +66,8 @@ _TOO_LONG: Final = re.compile(r"prompt is too long|exceed context limit", re.IGN
 #: A 400 `invalid_request_error` sent when the prepaid balance is spent.
 _NO_CREDIT: Final = re.compile(r"credit balance is too low", re.IGNORECASE)
 
+#: A Claude model name, or a Bedrock model id (`global.anthropic.claude-...`).
+_CLAUDE: Final = re.compile(r"(?:[\w-]+\.)?(?:anthropic\.)?(claude.*)", re.DOTALL)
 _MAGIC: Final = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -82,10 +84,13 @@ def _version(model: str) -> tuple[int, int] | None:
     >>> _version("claude-sonnet-4-5"), _version("claude-2.1"), _version("gpt-4o")
     ((4, 5), (2, 1), None)
     >>> _version("claude-sonnet-²")  # a digit to isdigit(), not to int()
+    >>> _version("global.anthropic.claude-opus-4-5-20251101-v1:0")  # a Bedrock model id
+    (4, 5)
     """
-    name = model.rsplit("/", 1)[-1].lower()
-    if not name.startswith("claude"):
+    found = _CLAUDE.fullmatch(model.rsplit("/", 1)[-1].lower())
+    if found is None:
         return None
+    name = found.group(1)
     numbers = [t for t in re.split(r"[-.@:_]", name) if t.isascii() and t.isdigit() and len(t) <= 2]
     if not numbers:
         return None
@@ -332,9 +337,23 @@ _client = client_factory(AnthropicProvider)
 def register(registry: ModelRegistry) -> None:
     """`anthropic/<model>` and bare `claude-*` names."""
     registry.register_scheme(
-        "anthropic", _client, description="anthropic/<model> (ANTHROPIC_API_KEY)"
+        "anthropic", _client, description="anthropic/<model> (ANTHROPIC_API_KEY)", needs=API_KEY_ENV
     )
-    registry.register_family(r"claude-", "anthropic", description="claude-*")
+    registry.register_family(
+        r"claude-",
+        "anthropic",
+        description="claude-*",
+        examples=(
+            "claude-opus-4-1",
+            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
+            "claude-sonnet-4-6",
+            "claude-opus-4-7",
+            "claude-sonnet-5-5",
+            "claude-opus-5-5",
+            "claude-3-7-sonnet-latest",
+        ),
+    )
 
 
 __all__ = [

@@ -127,4 +127,5 @@ def register(registry: ModelRegistry) -> None:
         "azure",
         _client,
         description="azure/<deployment> (AZURE_OPENAI_API_KEY, AZURE_OPENAI_ENDPOINT)",
+        needs="AZURE_OPENAI_API_KEY, AZURE_OPENAI_ENDPOINT",
     )

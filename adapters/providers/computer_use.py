@@ -38,13 +38,14 @@ import json
 import logging
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 
 from adapters._wire import log_quote
 from adapters.errors import UnsupportedComputerAction
-from osharm_core.errors import is_finite_number, number_excerpt
+from adapters.providers._read import obj, text
+from osharm_core.errors import excerpt, is_finite_number, number_excerpt
 from osharm_core.vocabulary import KEYBOARD_KEYS
 
 #: pyautogui's name for the key names the vendors send (compared in lower case): browser
@@ -291,7 +292,24 @@ def number(value: object, where: str) -> float:
     """
     if not is_finite_number(value):
         raise UnsupportedComputerAction(f"{where} must be a number, got {number_excerpt(value)}")
-    assert isinstance(value, int | float)
+    return cast(float, value)
+
+
+def string_arg(args: Mapping[str, Any], field: str, where: str, *, blank: bool = True) -> str:
+    """The string `field` of a native action's arguments; anything else (a blank string too,
+    unless `blank`) is an `UnsupportedComputerAction` naming `where`.
+
+    >>> string_arg({"text": "hi"}, "text", "type"), string_arg({"url": 7}, "url", "navigate")
+    Traceback (most recent call last):
+    ...
+    adapters.errors.UnsupportedComputerAction: navigate: field 'url' must be a string, got 7
+    """
+    value = args.get(field)
+    if not isinstance(value, str) or not (blank or value.strip()):
+        kind = "a string" if blank else "a non-blank string"
+        raise UnsupportedComputerAction(
+            f"{where}: field {field!r} must be {kind}, got {excerpt(value)}"
+        )
     return value
 
 
@@ -338,30 +356,24 @@ def _point(action: Mapping[str, Any], screen: ScreenMap | None) -> tuple[int, in
     return native_point(action.get("x"), action.get("y"), str(action.get("type")), screen)
 
 
-def _path(action: Mapping[str, Any], screen: ScreenMap | None) -> tuple[tuple[int, int], ...]:
-    path = action.get("path")
-    if not isinstance(path, Sequence) or isinstance(path, str) or not path:
+def _list(value: object, where: str, limit: int) -> Sequence[Any]:
+    """A non-empty list field of at most `limit` items, or an `UnsupportedComputerAction`."""
+    if not isinstance(value, Sequence) or isinstance(value, str) or not 0 < len(value) <= limit:
         raise UnsupportedComputerAction(
-            f"drag: field 'path' must be a non-empty list, got {path!r}"
+            f"{where} must be a list of 1 to {limit} items, got {excerpt(value)}"
         )
-    if len(path) > MAX_GESTURES:
-        raise UnsupportedComputerAction(f"drag: path of {len(path)} points is too long")
-    points = []
-    for point in path:
-        if not isinstance(point, Mapping):
-            raise UnsupportedComputerAction(f"drag: path point must be an object, got {point!r}")
-        points.append(native_point(point.get("x"), point.get("y"), "drag", screen))
-    return tuple(points)
+    return value
+
+
+def _path(action: Mapping[str, Any], screen: ScreenMap | None) -> tuple[tuple[int, int], ...]:
+    path = _list(action.get("path"), "drag: field 'path'", MAX_GESTURES)
+    points = (obj(point) for point in path)  # not an object: no x, refused as no number
+    return tuple(native_point(p.get("x"), p.get("y"), "drag", screen) for p in points)
 
 
 def key_list(keys: object, where: str, platform: str) -> tuple[str, ...]:
-    """pyautogui names of a non-empty list of key names."""
-    if not isinstance(keys, Sequence) or isinstance(keys, str) or not keys:
-        raise UnsupportedComputerAction(
-            f"{where}: field 'keys' must be a non-empty list, got {keys!r}"
-        )
-    if len(keys) > 16:
-        raise UnsupportedComputerAction(f"{where}: {len(keys)} keys at once is not a combination")
+    """pyautogui names of a list of 1 to 16 key names (one combination)."""
+    keys = _list(keys, f"{where}: field 'keys'", 16)
     try:
         return tuple(pyautogui_key(k, platform=platform) for k in keys)
     except UnsupportedComputerAction as exc:
@@ -374,12 +386,12 @@ def _held(action: Mapping[str, Any], platform: str) -> tuple[str, ...]:
 
 
 def _button(action: Mapping[str, Any]) -> str:
-    button = action.get("button", "left")
-    if not isinstance(button, str) or (
-        button.lower() not in _BUTTONS and button.lower() not in _NAVIGATION_BUTTONS
-    ):
-        raise UnsupportedComputerAction(f"click: unknown mouse button {button!r}")
-    return button.lower()
+    button = (text(action.get("button", "left")) or "").lower()
+    if button not in _BUTTONS and button not in _NAVIGATION_BUTTONS:
+        raise UnsupportedComputerAction(
+            f"click: unknown mouse button {excerpt(action.get('button'))}"
+        )
+    return button
 
 
 def wheel_clicks(pixels: object, pixels_per_click: float) -> int:
@@ -388,11 +400,7 @@ def wheel_clicks(pixels: object, pixels_per_click: float) -> int:
     >>> wheel_clicks(250, 100), wheel_clicks(-30, 100), wheel_clicks(0, 100)
     (3, -1, 0)
     """
-    if not is_finite_number(pixels):
-        raise UnsupportedComputerAction(
-            f"scroll: amount must be a number, got {number_excerpt(pixels)}"
-        )
-    assert isinstance(pixels, int | float)
+    pixels = number(pixels, "scroll: amount")
     clicks = math.ceil(abs(pixels) / pixels_per_click)
     if clicks > MAX_WHEEL_CLICKS:
         raise UnsupportedComputerAction(
@@ -410,11 +418,9 @@ def _scroll_clicks(action: Mapping[str, Any], pixels_per_click: int) -> tuple[in
 
 
 def _kind(action: Mapping[str, Any]) -> str:
-    if not isinstance(action, Mapping):
-        raise UnsupportedComputerAction(f"computer_call action must be an object, got {action!r}")
-    kind = action.get("type")
-    if not isinstance(kind, str):
-        raise UnsupportedComputerAction(f"computer_call action has no type: {dict(action)!r}")
+    kind = text(obj(action).get("type"))
+    if kind is None:
+        raise UnsupportedComputerAction(f"computer_call action has no type: {excerpt(action)}")
     return kind
 
 
@@ -453,10 +459,7 @@ def read_action(
         held = _held(action, platform)
         return Gesture("scroll", (_point(action, screen),), scroll=clicks, held=held)
     if kind == "type":
-        text = action.get("text")
-        if not isinstance(text, str):
-            raise UnsupportedComputerAction(f"type: field 'text' must be a string, got {text!r}")
-        return Gesture("type", text=text)
+        return Gesture("type", text=string_arg(action, "text", "type"))
     raise UnsupportedComputerAction(f"unknown computer_call action type {kind!r}")
 
 
@@ -779,6 +782,7 @@ __all__ = [
     "reply_text",
     "screen_point",
     "signal",
+    "string_arg",
     "to_computer_13",
     "to_pyautogui",
     "wheel_clicks",

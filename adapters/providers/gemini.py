@@ -53,6 +53,7 @@ from adapters.errors import (
     RetryableError,
 )
 from adapters.providers._credentials import keyed_client, valid_key
+from adapters.providers._read import dig, obj, objects, text
 from adapters.providers.anthropic import media_type
 from osharm_core import ImagePart, Message, TextPart
 
@@ -105,9 +106,8 @@ def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
     seconds = retry_after_seconds(headers)
     if seconds is not None:
         return seconds
-    for detail in details if isinstance(details, list) else ():
-        delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
-        match = _SECONDS.match(delay) if isinstance(delay, str) else None
+    for detail in objects(details):
+        match = _SECONDS.match(text(detail.get("retryDelay")) or "")
         seconds = delta_seconds(match.group(1)) if match else None
         if seconds is not None:  # a delay too long to be a float is unreadable, as if absent
             return seconds
@@ -115,22 +115,16 @@ def _retry_delay(headers: Mapping[str, str], details: object) -> float | None:
 
 
 def _reasons(details: object) -> set[str]:
-    return {
-        d["reason"]
-        for d in (details if isinstance(details, list) else ())
-        if isinstance(d, Mapping) and isinstance(d.get("reason"), str)
-    }
+    return {reason for d in objects(details) if (reason := text(d.get("reason")))}
 
 
 def _daily_quota(details: object) -> bool:
     """Whether a `google.rpc.QuotaFailure` detail names a per-day quota (waiting minutes will not help)."""
-    for detail in details if isinstance(details, list) else ():
-        violations = detail.get("violations") if isinstance(detail, Mapping) else None
-        for violation in violations if isinstance(violations, list) else ():
-            quota = violation.get("quotaId") if isinstance(violation, Mapping) else None
-            if isinstance(quota, str) and "PerDay" in quota:
-                return True
-    return False
+    return any(
+        "PerDay" in (text(violation.get("quotaId")) or "")
+        for detail in objects(details)
+        for violation in objects(detail.get("violations"))
+    )
 
 
 def _left_out_candidates(usage: Mapping[str, Any], thoughts: int | None) -> int | None:
@@ -154,7 +148,7 @@ def metadata_usage(body: object) -> Usage:
 
     `promptTokenCount` already includes `cachedContentTokenCount`; thoughts are output.
     """
-    usage = body.get("usageMetadata") if isinstance(body, Mapping) else None
+    usage = obj(body).get("usageMetadata")
     candidates_tokens = token_count(usage, "candidatesTokenCount")
     thoughts = token_count(usage, "thoughtsTokenCount")
     if isinstance(usage, Mapping) and "candidatesTokenCount" not in usage:
@@ -216,29 +210,15 @@ class GeminiProvider:
         A reply with neither candidates nor a block reason raises.
         """
         where: dict[str, Any] = {"provider": self.name, "model": request.model}
-        if not isinstance(body, Mapping):
-            raise ResponseDecodeError("reply is not a JSON object", **where)
-        feedback = body.get("promptFeedback")
-        blocked = feedback.get("blockReason") if isinstance(feedback, Mapping) else None
-        if isinstance(blocked, str) and blocked:
-            return self._reply(request, body, "", blocked, refusal=blocked)
-        candidates = body.get("candidates")
-        if (
-            not isinstance(candidates, list)
-            or not candidates
-            or not isinstance(candidates[0], Mapping)
-        ):
+        blocked = text(dig(body, "promptFeedback", "blockReason"))
+        if blocked:
+            return self._reply(request, obj(body), "", blocked, refusal=blocked)
+        candidate = dig(body, "candidates", 0)
+        if not isinstance(candidate, Mapping):
             raise ResponseDecodeError("reply has no candidates", **where)
-        candidate = candidates[0]
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, Mapping) else None
-        texts = [
-            p["text"]
-            for p in (parts if isinstance(parts, list) else ())
-            if isinstance(p, Mapping) and isinstance(p.get("text"), str) and not p.get("thought")
-        ]
-        reason = candidate.get("finishReason")
-        reason = reason if isinstance(reason, str) and reason else None
+        parts = objects(dig(candidate, "content", "parts"))
+        texts = [t for p in parts if not p.get("thought") and (t := text(p.get("text")))]
+        reason = text(candidate.get("finishReason"))
         refusal = reason if reason in REFUSAL_REASONS else None
         return self._reply(request, body, "".join(texts), reason, refusal=refusal)
 
@@ -246,14 +226,14 @@ class GeminiProvider:
         self,
         request: ModelRequest,
         body: Mapping[str, Any],
-        text: str,
+        reply: str,
         reason: str | None,
         *,
         refusal: str | None,
     ) -> ProviderReply:
         version = body.get("modelVersion")
         return ProviderReply(
-            text=text,
+            text=reply,
             usage=self.usage(body),
             model=version if isinstance(version, str) else request.model,
             raw=body,
@@ -310,7 +290,12 @@ def register(registry: ModelRegistry) -> None:
     registry.register_scheme(
         "gemini", _client, description="gemini/<model> (GEMINI_API_KEY or GENAI_API_KEY)"
     )
-    registry.register_family(r"gemini-", "gemini", description="gemini-*")
+    registry.register_family(
+        r"gemini-",
+        "gemini",
+        description="gemini-*",
+        examples=("gemini-2.5-pro", "gemini-2.5-flash", "gemini-3.5-flash"),
+    )
 
 
 __all__ = [

@@ -49,9 +49,9 @@ from adapters.errors import (
     UnsupportedComputerAction,
 )
 from adapters.providers._credentials import valid_key
+from adapters.providers._read import dig, items, obj, objects, text
 from adapters.providers.anthropic import media_type
 from adapters.providers.computer_use import (
-    MAX_GESTURES,
     Gesture,
     ScreenMap,
     early_stop,
@@ -61,6 +61,7 @@ from adapters.providers.computer_use import (
     number,
     pyautogui_key,
     reply_text,
+    string_arg,
     wheel_clicks,
 )
 from adapters.providers.gemini import GeminiProvider, client_factory, metadata_usage
@@ -68,14 +69,16 @@ from adapters.providers.native import (
     DEFAULT_DISPLAY,
     answer_screenshot,
     answering,
+    bounded,
     check_action_space,
+    converting,
     display_size,
     native_turn,
     safety_notes,
     split_latest,
 )
 from osharm_core import Continuation
-from osharm_core.errors import excerpt
+from osharm_core.errors import excerpt, refusing
 
 if TYPE_CHECKING:
     from adapters.registry import ModelRegistry
@@ -128,12 +131,6 @@ class _Reader:
     ) -> tuple[int, int]:
         return native_point(args.get(x), args.get(y), name, self.screen)
 
-    def text(self, args: Mapping[str, Any], name: str) -> str:
-        text = args.get("text")
-        if not isinstance(text, str):
-            raise UnsupportedComputerAction(f"{name}: 'text' must be a string, got {excerpt(text)}")
-        return text
-
     def flag(self, args: Mapping[str, Any], field: str, default: bool, name: str) -> bool:
         """A true/false argument, `default` when absent or null; anything else is refused
         (`"false"` is not false)."""
@@ -149,11 +146,7 @@ class _Reader:
     def mod(self) -> str:
         return "command" if self.platform == "mac" else "ctrl"
 
-    def navigate(self, url: object) -> tuple[Gesture, ...]:
-        if not isinstance(url, str) or not url.strip():
-            raise UnsupportedComputerAction(
-                f"navigate: 'url' must be a non-empty string, got {excerpt(url)}"
-            )
+    def navigate(self, url: str) -> tuple[Gesture, ...]:
         return (
             Gesture("keys", keys=(self.mod(), "l")),
             Gesture("type", text=url.strip()),
@@ -169,16 +162,18 @@ class _Reader:
                     Gesture("keys", keys=(self.mod(), "a")),
                     Gesture("keys", keys=("backspace",)),
                 ]
-        gestures.append(Gesture("type", text=self.text(args, name)))
+        gestures.append(Gesture("type", text=string_arg(args, "text", name)))
         if self.flag(args, "press_enter", at, name):
             gestures.append(Gesture("keys", keys=("enter",)))
         return tuple(gestures)
 
     def scroll(self, args: Mapping[str, Any], name: str, default: float) -> Gesture:
-        direction = args.get("direction")
-        if not isinstance(direction, str) or direction not in _DIRECTIONS:
-            raise UnsupportedComputerAction(f"{name}: unknown direction {direction!r}")
-        sx, sy = _DIRECTIONS[str(direction)]
+        step = _DIRECTIONS.get(text(args.get("direction")) or "")
+        if step is None:
+            raise UnsupportedComputerAction(
+                f"{name}: unknown direction {excerpt(args.get('direction'))}"
+            )
+        sx, sy = step
         raw = args.get("magnitude_in_pixels", args.get("magnitude", default))
         magnitude = number(raw, f"{name}: magnitude")
         if not 0 <= magnitude <= GRID[0]:
@@ -236,7 +231,7 @@ def _table(r: _Reader) -> Mapping[str, Callable[[Mapping[str, Any], str], tuple[
         "wait_5_seconds": lambda a, n: (Gesture("wait"),),
         "go_back": lambda a, n: (Gesture("keys", keys=("alt", "left")),),
         "go_forward": lambda a, n: (Gesture("keys", keys=("alt", "right")),),
-        "navigate": lambda a, n: r.navigate(a.get("url")),
+        "navigate": lambda a, n: r.navigate(string_arg(a, "url", n, blank=False)),
         "search": lambda a, n: r.navigate(SEARCH_URL),
         "key_combination": lambda a, n: (
             Gesture("keys", keys=key_combo(a.get("keys"), platform=r.platform)),
@@ -297,7 +292,7 @@ class _Call:
     @property
     def fields(self) -> Mapping[str, Any]:
         """The args when they are an object (else none: `read_function_call` refuses them)."""
-        return self.args if isinstance(self.args, Mapping) else {}
+        return obj(self.args)
 
 
 def _calls(parts: Sequence[Any]) -> list[_Call]:
@@ -305,13 +300,12 @@ def _calls(parts: Sequence[Any]) -> list[_Call]:
     never from the id's shape, so a record made before `_Call` existed reads the same."""
     found = []
     for index, part in enumerate(parts):
-        call = part.get("functionCall") if isinstance(part, Mapping) else None
+        call = dig(part, "functionCall")
         if not isinstance(call, Mapping):
             continue
         name = call.get("name")
-        call_id = call.get("id")
         label = name if isinstance(name, str) else "?"
-        given = call_id if isinstance(call_id, str) and call_id else None
+        given = text(call.get("id"))
         found.append(_Call(given or f"{index}:{label}", label, call.get("args"), given is not None))
     return found
 
@@ -321,8 +315,7 @@ def _ill_formed_id(parts: Sequence[Any]) -> str | None:
     given to two calls (both would run, the answers could not tell them apart)."""
     seen: set[str] = set()
     for part in parts:
-        call = part.get("functionCall") if isinstance(part, Mapping) else None
-        call_id = call.get("id") if isinstance(call, Mapping) else None
+        call_id = dig(part, "functionCall", "id")
         if call_id is None or call_id == "":
             continue
         if not isinstance(call_id, str):
@@ -348,15 +341,12 @@ def _safety_check(call: _Call) -> tuple[str, str, str] | None:
         return (call_id, "safety_decision", excerpt(dict(decision)))
     if verdict.lower() in _REGULAR_DECISIONS:
         return None
-    explanation = decision.get("explanation")
-    return (call_id, verdict, explanation if isinstance(explanation, str) else "")
+    return (call_id, verdict, text(decision.get("explanation")) or "")
 
 
-def _resendable(part: object) -> bool:
-    if not isinstance(part, Mapping):
-        return False
-    text = part.get("text")
-    return not (isinstance(text, str) and not text and len(part) == 1)
+def _resendable(part: Mapping[str, Any]) -> bool:
+    """Not an empty text part (which the API refuses)."""
+    return not (part.get("text") == "" and len(part) == 1)
 
 
 @attrs.frozen(kw_only=True)
@@ -371,7 +361,13 @@ class GeminiComputerProvider:
 
     api_key: str = attrs.field(repr=False, validator=valid_key)
     base_url: str | None = None
-    environment: str | None = None
+    environment: str | None = attrs.field(
+        default=None,
+        validator=refusing(
+            f"one of {ENVIRONMENTS} or None",
+            attrs.validators.optional(attrs.validators.in_(ENVIRONMENTS)),
+        ),
+    )
     display: tuple[int, int] = DEFAULT_DISPLAY
     platform: str = "linux"
     pixels_per_click: int = 100
@@ -387,13 +383,10 @@ class GeminiComputerProvider:
         """The generateContent call: history, the computer-use tool, the answers to pending calls."""
         check_action_space(request, "Gemini computer use")
         environment = self.environment or environment_for(request.model)
-        if environment not in ENVIRONMENTS:
-            raise ConfigurationError(f"Gemini computer use environment is one of {ENVIRONMENTS}")
         continuation = request.continuation
         if continuation is not None and continuation.safety_checks:
             raise SafetyCheckPending(continuation.safety_checks, provider=self.name)
         if answering(continuation):
-            assert continuation is not None
             earlier, latest = split_latest(request.messages)
             call = self._plain().encode(attrs.evolve(request, messages=earlier))
             self._answer(call.json["contents"], continuation, latest)
@@ -406,9 +399,8 @@ class GeminiComputerProvider:
         self, contents: list[dict[str, Any]], continuation: Continuation, latest: Any
     ) -> None:
         screenshot = answer_screenshot(latest, "Gemini computer use")
-        record = native_turn(continuation, self.name)
-        turn = record if isinstance(record, list) else []
-        parts = [p for p in turn if _resendable(p)]
+        turn = items(native_turn(continuation, self.name))
+        parts = [p for p in objects(turn) if _resendable(p)]
         # The ids come from the whole record, as `decode` made them: the parts left out of
         # the resent turn (an empty text) must not shift the made-up `{index}:{name}` ids.
         calls = _calls(turn)
@@ -448,33 +440,25 @@ class GeminiComputerProvider:
     def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
         """The converted function calls as reply text, and the turn to answer next."""
         plain = self._plain().decode(request, body)
-        candidates = body.get("candidates") if isinstance(body, Mapping) else None
-        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
-        content = candidate.get("content") if isinstance(candidate, Mapping) else None
-        parts = content.get("parts") if isinstance(content, Mapping) else None
-        parts = parts if isinstance(parts, list) else []
+        parts = items(dig(body, "candidates", 0, "content", "parts"))
         problem = _ill_formed_id(parts)
         if problem is not None:
             raise ResponseDecodeError(problem, provider=self.name, model=request.model)
         calls = _calls(parts)
         thoughts = [plain.text] if plain.text.strip() else []
-        thoughts += [
-            call.fields["intent"]
-            for call in calls
-            if isinstance(call.fields.get("intent"), str) and call.fields["intent"]
-        ]
+        thoughts += [t for call in calls if (t := text(call.fields.get("intent")))]
         checks = tuple(c for call in calls if (c := _safety_check(call)) is not None)
         stopped = early_stop(plain.finish_reason, NATURAL_STOPS)
-        text = (
+        reply = (
             self._reply_text(request, thoughts, calls, checks, stopped) if calls or thoughts else ""
         )
         continuation = Continuation(
-            response_id=str(body.get("responseId", "")) if isinstance(body, Mapping) else "",
+            response_id=str(obj(body).get("responseId", "")),
             call_ids=tuple(call.call_id for call in calls),
             safety_checks=checks,
             native=native_record(parts, provider=self.name, model=request.model),
         )
-        return attrs.evolve(plain, text=text, continuation=continuation)
+        return attrs.evolve(plain, text=reply, continuation=continuation)
 
     def _reply_text(
         self,
@@ -486,12 +470,10 @@ class GeminiComputerProvider:
     ) -> str:
         sent = display_size(request.messages, self.display)
         screen = ScreenMap(GRID, sent, sent)
-        try:
-            if len(calls) > MAX_GESTURES:
-                raise UnsupportedComputerAction(f"{len(calls)} function calls in one reply")
+        with converting("computer-use function call", self.name, request.model):
             gestures = [
                 g
-                for call in calls
+                for call in bounded(calls, "function calls")
                 for g in read_function_call(
                     call.name,
                     call.args,
@@ -508,12 +490,6 @@ class GeminiComputerProvider:
                 refuse=bool(checks),
                 stopped=stopped,
             )
-        except UnsupportedComputerAction as exc:
-            raise ResponseDecodeError(
-                f"cannot convert computer-use function call: {exc}",
-                provider=self.name,
-                model=request.model,
-            ) from exc
 
     def usage(self, body: Any) -> Usage:
         """The token counts of a reply body, as for the plain `generateContent`."""
@@ -542,11 +518,14 @@ def register(registry: ModelRegistry) -> None:
         "gemini-computer",
         _client,
         description="gemini-computer/<model> (computer use; GEMINI_API_KEY or GENAI_API_KEY)",
+        needs="GEMINI_API_KEY or GENAI_API_KEY",
+        computer_use=True,
     )
     registry.register_family(
         r"gemini-[\w.-]*computer-use",
         "gemini-computer",
         description="gemini-*computer-use* (computer use)",
+        examples=("gemini-2.5-computer-use-preview-10-2025",),
     )
 
 

@@ -9,15 +9,35 @@ turn, then a user turn answering each call with the latest screenshot.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Final, TypeGuard, TypeVar
 
 from adapters.contract import ModelRequest
-from adapters.errors import ConfigurationError
-from adapters.providers.computer_use import ScreenMap
-from adapters.providers.responses import ACTION_SPACES, DEFAULT_DISPLAY, png_size
+from adapters.errors import ConfigurationError, ResponseDecodeError, UnsupportedComputerAction
+from adapters.providers.computer_use import MAX_GESTURES, ScreenMap
 from osharm_core import Continuation, ImagePart, Message
+from osharm_core.observation import png_size as header_size
+
+#: The screen of an OSWorld virtual machine, used when no PNG screenshot gives the size.
+DEFAULT_DISPLAY: Final = (1920, 1080)
+#: The action spaces native computer-use calls are converted into.
+ACTION_SPACES: Final = ("pyautogui", "computer_13")
+
+
+def png_size(data: str) -> tuple[int, int] | None:
+    """Width and height of a base64 PNG, read from its IHDR chunk (only the first 32 characters are decoded).
+
+    >>> png_size("iVBORw0KGgoAAAANSUhEUgAAB4AAAAQ4CAIAAABnsVYUAAAA")
+    (1920, 1080)
+    """
+    try:
+        return header_size(base64.b64decode(data[:32], validate=True))
+    except (binascii.Error, ValueError):
+        return None
 
 
 def check_action_space(request: ModelRequest, protocol: str) -> None:
@@ -61,7 +81,7 @@ def split_latest(messages: Sequence[Message]) -> tuple[list[Message], Message | 
     return items, latest
 
 
-def answering(continuation: Continuation | None) -> bool:
+def answering(continuation: Continuation | None) -> TypeGuard[Continuation]:
     """Whether the next request answers native calls (it has calls and their record)."""
     return continuation is not None and bool(continuation.call_ids) and bool(continuation.native)
 
@@ -91,6 +111,30 @@ def answer_screenshot(latest: Message | None, protocol: str) -> ImagePart:
     return screenshot
 
 
+_T = TypeVar("_T")
+
+
+def bounded(calls: Sequence[_T], what: str) -> Sequence[_T]:
+    """The native calls of one reply, refused as hostile when there are more than `MAX_GESTURES`."""
+    if len(calls) > MAX_GESTURES:
+        raise UnsupportedComputerAction(
+            f"{len(calls)} {what} in one reply (at most {MAX_GESTURES})"
+        )
+    return calls
+
+
+@contextlib.contextmanager
+def converting(what: str, provider: str, model: str) -> Iterator[None]:
+    """Inside, a native call that cannot be converted (`UnsupportedComputerAction`) is the
+    reply's `ResponseDecodeError`: the reply cannot be read, and no action of it runs."""
+    try:
+        yield
+    except UnsupportedComputerAction as exc:
+        raise ResponseDecodeError(
+            f"cannot convert {what}: {exc}", provider=provider, model=model
+        ) from exc
+
+
 def safety_notes(checks: Sequence[tuple[str, str, str]]) -> list[str]:
     """One line per pending safety check for the reply's thought."""
     return [
@@ -105,11 +149,14 @@ __all__ = [
     "DEFAULT_DISPLAY",
     "answer_screenshot",
     "answering",
+    "bounded",
     "check_action_space",
+    "converting",
     "display_size",
     "latest_screenshot",
     "native_turn",
     "pixel_screen",
+    "png_size",
     "safety_notes",
     "split_latest",
 ]

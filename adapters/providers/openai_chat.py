@@ -36,6 +36,7 @@ from adapters.providers._credentials import (
     require_url,
     valid_key,
 )
+from adapters.providers._read import dig, items, obj, objects, text
 from osharm_core import render_openai_chat
 from osharm_core.errors import number_excerpt
 
@@ -100,18 +101,13 @@ def chat_body(request: ModelRequest, *, include_model: bool = True) -> dict[str,
 
 
 def _content_text(content: object) -> str | None:
+    """A message's content: a string, or the text parts of a list joined."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        texts = [
-            part["text"]
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type") in ("text", "output_text")
-            and isinstance(part.get("text"), str)
-        ]
-        return "".join(texts) if texts else None
-    return None
+    parts = objects(content)
+    return "".join(
+        t for p in parts if p.get("type") in ("text", "output_text") and (t := text(p.get("text")))
+    )
 
 
 def chat_usage(body: object) -> Usage:
@@ -121,7 +117,7 @@ def chat_usage(body: object) -> Usage:
     (`prompt_tokens_details.cached_tokens`) and `completion_tokens` the
     reasoning part (`completion_tokens_details.reasoning_tokens`).
     """
-    usage = body.get("usage") if isinstance(body, Mapping) else None
+    usage = obj(body).get("usage")
     return Usage(
         input_tokens=token_count(usage, "prompt_tokens"),
         output_tokens=token_count(usage, "completion_tokens"),
@@ -149,30 +145,18 @@ def decode_chat(provider: str, request: ModelRequest, body: Any) -> ProviderRepl
     def fail(why: str) -> ResponseDecodeError:
         return ResponseDecodeError(why, provider=provider, status=200, model=request.model)
 
-    if not isinstance(body, dict):
-        raise fail("reply is not a JSON object")
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        embedded = embedded_error(provider, body)
-        if embedded is not None:
-            raise embedded
-        raise fail("reply has no choices")
-    choice = choices[0]
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
+    choices = items(obj(body).get("choices"))
+    if not choices:
+        raise embedded_error(provider, obj(body)) or fail("reply has no choices")
+    message = dig(choices, 0, "message")
+    if not isinstance(message, Mapping):
         raise fail("first choice has no message")
-    text = _content_text(message.get("content"))
-    reason = choice.get("finish_reason")
-    reason = reason if isinstance(reason, str) and reason else None
-    refusal = message.get("refusal")
-    refusal = refusal if isinstance(refusal, str) and refusal else None
-    if not text and refusal is not None:
-        text = refusal
-    model = body.get("model")
+    reason = text(dig(choices, 0, "finish_reason"))
+    refusal = text(message.get("refusal"))
     return ProviderReply(
-        text=text or "",
+        text=_content_text(message.get("content")) or refusal or "",
         usage=chat_usage(body),
-        model=model if isinstance(model, str) and model else request.model,
+        model=text(body.get("model")) or request.model,
         raw=body,
         finish_reason=reason,
         refusal=refusal if refusal is not None or reason != "content_filter" else reason,
@@ -182,22 +166,20 @@ def decode_chat(provider: str, request: ModelRequest, body: Any) -> ProviderRepl
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     """`(message, type, code)` of an OpenAI-style `{"error": {...}}` body (or a bare string
     error), each cut as `error_text` cuts it."""
-    if not isinstance(body, dict):
-        return None, None, None
-    error = body.get("error")
+    error = obj(body).get("error")
     if isinstance(error, str):
         return error_text(error), None, None
-    if not isinstance(error, dict):
-        message = body.get("message")
-        return (error_text(message) if isinstance(message, str) else None), None, None
+    if not isinstance(error, Mapping):
+        message = text(obj(body).get("message"))
+        return (error_text(message) if message else None), None, None
 
-    def text(key: str) -> str | None:
+    def field(key: str) -> str | None:
         value = error.get(key)
         if isinstance(value, bool) or not isinstance(value, str | int):
             return None
         return error_text(value) if isinstance(value, str) else number_excerpt(value)
 
-    return text("message"), text("type"), text("code")
+    return field("message"), field("type"), field("code")
 
 
 def chat_error(
@@ -231,8 +213,7 @@ def embedded_error(provider: str, body: Mapping[str, Any]) -> ModelCallError | N
     >>> embedded_error("openrouter", {"error": {"code": "oops", "message": "x"}}) is None
     True
     """
-    error = body.get("error")
-    code = error.get("code") if isinstance(error, Mapping) else None
+    code = dig(body, "error", "code")
     if isinstance(code, bool) or not isinstance(code, int) or not 400 <= code <= 599:
         return None
     typed = chat_error(provider, code, {}, body, "")
@@ -362,18 +343,37 @@ COMPAT_SERVERS: Final = (
 
 def register(registry: ModelRegistry) -> None:
     """`openai/<model>`, the OpenAI-compatible services, and the OpenAI name families."""
-    registry.register_scheme("openai", _openai, description="openai/<model> (OPENAI_API_KEY)")
+    registry.register_scheme(
+        "openai", _openai, description="openai/<model> (OPENAI_API_KEY)", needs="OPENAI_API_KEY"
+    )
     for server in COMPAT_SERVERS:
+        keys = " or ".join(server.key_envs)
         if server.prefix == "compat":
             what = "compat/<model> (base_url=... required; api_key optional)"
+            needs = "base_url=...; api_key optional"
+        elif server.key_required:
+            what = f"{server.prefix}/<model> ({server.base_url}; {keys})"
+            needs = keys
         else:
-            keys = " or ".join(server.key_envs)
-            optional = "" if server.key_required else ", optional"
-            what = f"{server.prefix}/<model> ({server.base_url}; {keys}{optional})"
-        registry.register_scheme(server.prefix, server, description=what)
-    registry.register_family(r"gpt-", "openai", description="gpt-*")
-    registry.register_family(r"chatgpt-", "openai", description="chatgpt-*")
-    registry.register_family(r"o\d", "openai", description="o<digit>* (o1, o3-mini, o4-mini, ...)")
+            what = f"{server.prefix}/<model> ({server.base_url}; {keys}, optional)"
+            needs = f"a local server; {keys} optional"
+        registry.register_scheme(server.prefix, server, description=what, needs=needs)
     registry.register_family(
-        r"computer-use-preview", "openai", description="computer-use-preview* (Responses API)"
+        r"gpt-", "openai", description="gpt-*", examples=("gpt-4o", "gpt-4o-mini", "gpt-4.1")
+    )
+    registry.register_family(
+        r"chatgpt-", "openai", description="chatgpt-*", examples=("chatgpt-4o-latest",)
+    )
+    registry.register_family(
+        r"o\d",
+        "openai",
+        description="o<digit>* (o1, o3-mini, o4-mini, ...)",
+        examples=("o1", "o3", "o3-mini", "o4-mini"),
+    )
+    registry.register_family(
+        r"computer-use-preview",
+        "openai",
+        description="computer-use-preview* (Responses API)",
+        examples=("computer-use-preview",),
+        computer_use=True,
     )

@@ -47,6 +47,8 @@ def register(registry: ModelRegistry) -> None:
         "openai-computer",
         _client,
         description="openai-computer/<model> (Responses computer tool, e.g. gpt-5.4; OPENAI_API_KEY)",
+        needs="OPENAI_API_KEY",
+        computer_use=True,
     )
 
 

@@ -27,8 +27,6 @@ start a fresh chain (no continuation), or drive the API itself.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -44,15 +42,13 @@ from adapters._wire import (
 )
 from adapters.contract import HttpCall, ModelRequest, ProviderReply, Usage
 from adapters.errors import (
-    ConfigurationError,
     ModelCallError,
     ResponseDecodeError,
     SafetyCheckPending,
-    UnsupportedComputerAction,
 )
 from adapters.providers._credentials import valid_key
+from adapters.providers._read import dig, obj, objects, text
 from adapters.providers.computer_use import (
-    MAX_GESTURES,
     Gesture,
     ScreenMap,
     early_stop,
@@ -60,16 +56,23 @@ from adapters.providers.computer_use import (
     read_action,
     reply_text,
 )
+from adapters.providers.native import (
+    ACTION_SPACES,
+    DEFAULT_DISPLAY,
+    answer_screenshot,
+    bounded,
+    check_action_space,
+    converting,
+    latest_screenshot,
+    png_size,
+    safety_notes,
+)
 from adapters.providers.openai_chat import API_KEY_ENV, DEFAULT_OPENAI_BASE_URL, chat_error
 from osharm_core import Continuation, ImagePart, Message, TextPart
-from osharm_core.errors import excerpt
-from osharm_core.observation import png_size as header_size
+from osharm_core.errors import excerpt, refusing
 
 #: OpenAI's API root; the key comes from the same variable as for chat (`API_KEY_ENV`).
 DEFAULT_BASE_URL: Final = DEFAULT_OPENAI_BASE_URL
-#: The screen of an OSWorld virtual machine, used when no PNG screenshot gives the size.
-DEFAULT_DISPLAY: Final = (1920, 1080)
-ACTION_SPACES: Final = ("pyautogui", "computer_13")
 #: The tool of the preview model and the generally available `computer` tool.
 TOOLS: Final = ("computer_use_preview", "computer")
 #: The status of a response that ended naturally: a reply without a computer_call then means
@@ -93,18 +96,6 @@ def summary_for(model: str) -> str:
     ('concise', 'concise', 'auto', 'auto')
     """
     return "concise" if _CONCISE.match(model.rsplit("/", 1)[-1].lower()) else "auto"
-
-
-def png_size(data: str) -> tuple[int, int] | None:
-    """Width and height of a base64 PNG, read from its IHDR chunk (only the first 32 characters are decoded).
-
-    >>> png_size("iVBORw0KGgoAAAANSUhEUgAAB4AAAAQ4CAIAAABnsVYUAAAA")
-    (1920, 1080)
-    """
-    try:
-        return header_size(base64.b64decode(data[:32], validate=True))
-    except (binascii.Error, ValueError):
-        return None
 
 
 def _input_part(part: TextPart | ImagePart) -> dict[str, Any]:
@@ -138,37 +129,15 @@ def _last_user(messages: Sequence[Message]) -> Message | None:
     return next((m for m in reversed(messages) if m.role == "user"), None)
 
 
-def _last_image(messages: Sequence[Message]) -> ImagePart | None:
-    return next((m.images[-1] for m in reversed(messages) if m.images), None)
-
-
-def _summaries(item: Mapping[str, Any]) -> list[str]:
-    summary = item.get("summary")
-    return [
-        s["text"]
-        for s in (summary if isinstance(summary, list) else ())
-        if isinstance(s, Mapping) and isinstance(s.get("text"), str) and s["text"]
-    ]
-
-
-def _message_texts(item: Mapping[str, Any]) -> list[str]:
-    content = item.get("content")
-    texts = []
-    for part in content if isinstance(content, list) else ():
-        if not isinstance(part, Mapping):
-            continue
-        for field in ("text", "refusal"):
-            if isinstance(part.get(field), str) and part[field]:
-                texts.append(part[field])
-    return texts
+def _texts(parts: object, *fields: str) -> list[str]:
+    """The non-empty strings under `fields` of each object of the array `parts`."""
+    return [t for part in objects(parts) for f in fields if (t := text(part.get(f)))]
 
 
 def _call_actions(item: Mapping[str, Any]) -> list[Any]:
     """The actions of one `computer_call` (`action`, or a batched `actions` list)."""
     actions = item.get("actions")
-    if isinstance(actions, list):
-        return actions
-    return [item.get("action")]
+    return actions if isinstance(actions, list) else [item.get("action")]
 
 
 def _safety_checks(item: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -191,14 +160,19 @@ def _safety_checks(item: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return [_safety_check(c) for c in (checks if isinstance(checks, list) else [checks])]
 
 
+def _quoted(value: object) -> str:
+    """A string field as it came, any other value quoted (`""` for none)."""
+    return value if isinstance(value, str) else "" if value is None else excerpt(value)
+
+
 def _safety_check(check: object) -> tuple[str, str, str]:
     if not isinstance(check, Mapping):
         return (excerpt(check), "malformed_safety_check", "")
-    check_id, code, message = check.get("id"), check.get("code"), check.get("message")
+    check_id = check.get("id")
     return (
         check_id if isinstance(check_id, str) else excerpt(check_id),
-        code if isinstance(code, str) else "" if code is None else excerpt(code),
-        message if isinstance(message, str) else "" if message is None else excerpt(message),
+        _quoted(check.get("code")),
+        _quoted(check.get("message")),
     )
 
 
@@ -235,14 +209,12 @@ def _read_output(output: list[Any], where: Mapping[str, Any]) -> _Output:
     checks: list[tuple[str, str, str]] = []
     items: list[Mapping[str, Any]] = []
     calls = 0
-    for item in output:
-        if not isinstance(item, Mapping):
-            continue
+    for item in objects(output):
         kind = item.get("type")
         if kind == "reasoning":
-            thoughts.extend(_summaries(item))
+            thoughts.extend(_texts(item.get("summary"), "text"))
         elif kind == "message":
-            thoughts.extend(_message_texts(item))
+            thoughts.extend(_texts(item.get("content"), "text", "refusal"))
         elif kind == "computer_call":
             calls += 1
             call_ids.append(_call_id(item, calls, seen, where))
@@ -256,29 +228,13 @@ def _read_output(output: list[Any], where: Mapping[str, Any]) -> _Output:
 
 def _finish_reason(body: Mapping[str, Any]) -> str | None:
     """`incomplete_details.reason` (`max_output_tokens`, `content_filter`) or else the status."""
-    details = body.get("incomplete_details")
-    reason = details.get("reason") if isinstance(details, Mapping) else None
-    if isinstance(reason, str) and reason:
-        return reason
-    status = body.get("status")
-    return status if isinstance(status, str) and status else None
+    return text(dig(body, "incomplete_details", "reason")) or text(body.get("status"))
 
 
 def _refusal(output: list[Any]) -> str | None:
     """The text of the `refusal` parts of the output messages, when there are any."""
-    texts: list[str] = []
-    for item in output:
-        content = item.get("content") if isinstance(item, Mapping) else None
-        if not isinstance(content, list) or item.get("type") != "message":
-            continue
-        texts.extend(
-            part["refusal"]
-            for part in content
-            if isinstance(part, Mapping)
-            and isinstance(part.get("refusal"), str)
-            and part["refusal"]
-        )
-    return "\n".join(texts) or None
+    messages = (item for item in objects(output) if item.get("type") == "message")
+    return "\n".join(t for item in messages for t in _texts(item.get("content"), "refusal")) or None
 
 
 @attrs.frozen(kw_only=True)
@@ -307,13 +263,11 @@ class ResponsesProvider:
     reasoning_summary: str | None = BY_MODEL
     resend_user_text: bool = False
     pixels_per_click: int = 100
-    tool: str = attrs.field(default="computer_use_preview")
+    tool: str = attrs.field(
+        default="computer_use_preview",
+        validator=refusing(f"one of {TOOLS}", attrs.validators.in_(TOOLS)),
+    )
     name = "openai-responses"
-
-    @tool.validator
-    def _known_tool(self, _: attrs.Attribute[str], value: str) -> None:
-        if value not in TOOLS:
-            raise ConfigurationError(f"Responses computer tool is one of {TOOLS}, not {value!r}")
 
     @property
     def url(self) -> str:
@@ -322,11 +276,7 @@ class ResponsesProvider:
 
     def encode(self, request: ModelRequest) -> HttpCall:
         """The Responses call for `request`: the whole history, or the answers to pending calls."""
-        if request.action_space not in ACTION_SPACES:
-            raise ConfigurationError(
-                f"computer-use-preview converts actions into {' or '.join(ACTION_SPACES)}, "
-                f"not {request.action_space!r}"
-            )
+        check_action_space(request, "computer-use-preview")
         messages = request.messages
         system, items = render_input(messages)
         width, height = self._display(request)
@@ -365,7 +315,7 @@ class ResponsesProvider:
 
     def _display(self, request: ModelRequest) -> tuple[int, int]:
         """The size of the latest screenshot (`display` when there is none)."""
-        screenshot = _last_image(request.messages)
+        screenshot = latest_screenshot(request.messages)
         return (png_size(screenshot.data) if screenshot else None) or self.display
 
     def _continued_input(
@@ -375,12 +325,7 @@ class ResponsesProvider:
         if not continuation.call_ids:
             item = _input_message(latest) if latest is not None else None
             return [item] if item is not None else []
-        screenshot = latest.images[-1] if latest is not None and latest.images else None
-        if screenshot is None:
-            raise ConfigurationError(
-                "computer-use-preview answers each computer_call with a screenshot, but the "
-                "latest user message has none (use a screenshot observation type)"
-            )
+        screenshot = answer_screenshot(latest, "computer-use-preview")
         items: list[dict[str, Any]] = [
             {
                 "type": "computer_call_output",
@@ -396,19 +341,16 @@ class ResponsesProvider:
     def decode(self, request: ModelRequest, body: Any) -> ProviderReply:
         """The converted actions as reply text, the usage, and where the chain now stands."""
         where: dict[str, Any] = {"provider": self.name, "model": request.model}
-        if not isinstance(body, Mapping):
-            raise ResponseDecodeError("reply is not a JSON object", **where)
-        failure = body.get("error")
-        if isinstance(failure, Mapping) or body.get("status") == "failed":
-            message = failure.get("message") if isinstance(failure, Mapping) else None
-            said = error_text(message) if isinstance(message, str) else ""
+        failure = obj(body).get("error")
+        if isinstance(failure, Mapping) or obj(body).get("status") == "failed":
+            said = error_text(text(obj(failure).get("message")) or "")
             raise ResponseDecodeError(f"response failed: {said or 'no message'}", **where)
-        output = body.get("output")
+        output = obj(body).get("output")
         if not isinstance(output, list):
             raise ResponseDecodeError("reply has no output list", **where)
         read = _read_output(output, where)
         given_id = body.get("id")
-        response_id = given_id if isinstance(given_id, str) and given_id else None
+        response_id = text(given_id)
         if response_id is None and (read.calls or read.safety_checks):
             # Its calls could run but never be answered, and its pending checks would be lost:
             # the next request starts a new chain that no longer refuses to go on.
@@ -421,7 +363,7 @@ class ResponsesProvider:
         # empty reply, not a DONE: the model said nothing.
         reason = _finish_reason(body)
         stopped = early_stop(reason, NATURAL_STOPS)
-        text = self._reply_text(request, read, stopped) if read.calls or read.thoughts else ""
+        reply = self._reply_text(request, read, stopped) if read.calls or read.thoughts else ""
         native = native_record(read.items, provider=self.name, model=request.model)
         continuation = (
             Continuation(
@@ -433,11 +375,10 @@ class ResponsesProvider:
             if response_id is not None
             else None
         )
-        model = body.get("model")
         return ProviderReply(
-            text=text,
+            text=reply,
             usage=self.usage(body),
-            model=model if isinstance(model, str) else request.model,
+            model=text(body.get("model")) or request.model,
             raw=body,
             continuation=continuation,
             finish_reason=reason,
@@ -458,33 +399,20 @@ class ResponsesProvider:
         return [g for g in read if g is not None]
 
     def _reply_text(self, request: ModelRequest, read: _Output, stopped: str | None) -> str:
-        notes = [
-            f"Pending safety check {code or check_id}: {message} (not acknowledged; "
-            "the flagged action is not performed)"
-            for check_id, code, message in read.safety_checks
-        ]
-        try:
-            if len(read.actions) > MAX_GESTURES:
-                raise UnsupportedComputerAction(
-                    f"{len(read.actions)} actions in one reply (at most {MAX_GESTURES})"
-                )
-            gestures = self.gestures(request, read.actions) if read.calls else None
+        with converting("computer_call", self.name, request.model):
+            actions = bounded(read.actions, "actions")
             return reply_text(
                 read.thoughts,
-                gestures,
+                self.gestures(request, actions) if read.calls else None,
                 request.action_space,
-                notes=notes,
+                notes=safety_notes(read.safety_checks),
                 refuse=bool(read.safety_checks),
                 stopped=stopped,
             )
-        except UnsupportedComputerAction as exc:
-            raise ResponseDecodeError(
-                f"cannot convert computer_call: {exc}", provider=self.name, model=request.model
-            ) from exc
 
     def usage(self, body: Any) -> Usage:
         """The token counts of a reply body's `usage`, decodable or not."""
-        usage = body.get("usage") if isinstance(body, Mapping) else None
+        usage = obj(body).get("usage")
         return Usage(
             input_tokens=token_count(usage, "input_tokens"),
             output_tokens=token_count(usage, "output_tokens"),

@@ -34,6 +34,9 @@ _BETAS = {
     "computer_20251124": "computer-use-2025-11-24",
     "computer_20250124": "computer-use-2025-01-24",
 }
+_TOOLSET = "computer_toolset_20260801"
+#: Models the Claude API serves computer use to only through the toolset (Claude 5.5).
+_TOOLSET_ONLY = ("claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5")
 _PNG = "iVBORw0KGgo"
 
 
@@ -124,7 +127,9 @@ class OpenAIComputerSimulator(_Scripted):
 
 
 class AnthropicComputerSimulator(_Scripted):
-    """`POST /v1/messages` with the computer tool: beta header per version, tool_use answered by tool_result."""
+    """`POST /v1/messages` with the computer tool: the GA toolset (no beta header, member
+    tool_use blocks whose results echo `toolset_name`) or a beta tool (its header), each
+    tool_use answered by its own tool_result; Claude 5.5 refuses the beta tools."""
 
     def __call__(self, received: Received) -> Reply:
         """Check the request as the Messages API does, then answer with the next scripted content."""
@@ -156,49 +161,72 @@ class AnthropicComputerSimulator(_Scripted):
 
     def _check(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
         tools = body.get("tools", [])
-        if len(tools) != 1 or tools[0].get("name") != "computer":
+        if len(tools) != 1:
             return "tools: exactly the computer tool is expected"
-        tool = tools[0]
-        if tool.get("type") not in _BETAS:
-            return f"tools.0.type: unknown tool version {tool.get('type')!r}"
-        if headers.get("anthropic-beta") != _BETAS[tool["type"]]:
-            return f"{tool['type']} needs the anthropic-beta header {_BETAS[tool['type']]}"
-        if not all(
-            isinstance(tool.get(f), int) and tool[f] > 0
-            for f in ("display_width_px", "display_height_px")
-        ):
-            return "tools.0: display_width_px and display_height_px are required"
-        if "enable_zoom" in tool and tool["type"] != "computer_20251124":
-            return "enable_zoom is only accepted by computer_20251124"
-        turns = body.get("messages", [])
-        if not turns or turns[0]["role"] != "user":
-            return "first message must use the user role"
-        for before, after in itertools.pairwise(turns):
-            if before["role"] == after["role"]:
-                return "roles must alternate"
-        for turn in turns:
-            for block in turn["content"]:
-                if block["type"] == "text" and not block["text"].strip():
-                    return "text content blocks must contain non-whitespace text"
-        for index, turn in enumerate(turns):
-            uses = [
-                b["id"]
-                for b in turn["content"]
-                if turn["role"] == "assistant" and b["type"] == "tool_use"
-            ]
-            if not uses:
-                continue
-            if index + 1 >= len(turns):
-                return "the last message cannot be an assistant turn with tool_use"
-            answer = turns[index + 1]["content"]
-            results = [b for b in answer if b["type"] == "tool_result"]
-            if [b["tool_use_id"] for b in answer[: len(results)]] != uses or len(results) != len(
-                uses
-            ):
-                return (
-                    f"tool_use ids were found without tool_result blocks immediately after: {uses}"
-                )
-        return None
+        problem = (
+            _toolset_problem(tools[0], headers)
+            if tools[0].get("type") == _TOOLSET
+            else _beta_problem(tools[0], headers, body.get("model"))
+        )
+        return problem or _turns_problem(body.get("messages", []))
+
+
+def _toolset_problem(tool: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
+    if set(tool) - {"type", "configs", "cache_control"}:
+        return "tools.0: a toolset entry carries only type, configs and cache_control"
+    if "computer-use" in headers.get("anthropic-beta", ""):
+        return f"{_TOOLSET} is generally available and takes no computer-use beta header"
+    return None
+
+
+def _beta_problem(tool: Mapping[str, Any], headers: Mapping[str, str], model: object) -> str | None:
+    if tool.get("name") != "computer":
+        return "tools: exactly the computer tool is expected"
+    if tool.get("type") not in _BETAS:
+        return f"tools.0.type: unknown tool version {tool.get('type')!r}"
+    if model in _TOOLSET_ONLY:
+        return f"{model} does not support {tool['type']}; use {_TOOLSET}"
+    if headers.get("anthropic-beta") != _BETAS[tool["type"]]:
+        return f"{tool['type']} needs the anthropic-beta header {_BETAS[tool['type']]}"
+    if not all(
+        isinstance(tool.get(f), int) and tool[f] > 0
+        for f in ("display_width_px", "display_height_px")
+    ):
+        return "tools.0: display_width_px and display_height_px are required"
+    if "enable_zoom" in tool and tool["type"] != "computer_20251124":
+        return "enable_zoom is only accepted by computer_20251124"
+    return None
+
+
+def _turns_problem(turns: list[dict[str, Any]]) -> str | None:
+    if not turns or turns[0]["role"] != "user":
+        return "first message must use the user role"
+    for before, after in itertools.pairwise(turns):
+        if before["role"] == after["role"]:
+            return "roles must alternate"
+    for turn in turns:
+        for block in turn["content"]:
+            if block["type"] == "text" and not block["text"].strip():
+                return "text content blocks must contain non-whitespace text"
+    for index, turn in enumerate(turns):
+        uses = [
+            (b["id"], b.get("toolset_name"))
+            for b in turn["content"]
+            if turn["role"] == "assistant" and b["type"] == "tool_use"
+        ]
+        if not uses:
+            continue
+        if index + 1 >= len(turns):
+            return "the last message cannot be an assistant turn with tool_use"
+        answer = turns[index + 1]["content"]
+        results = [b for b in answer if b["type"] == "tool_result"]
+        given = [(b.get("tool_use_id"), b.get("toolset_name")) for b in answer[: len(uses)]]
+        if given != uses or len(results) != len(uses):
+            return (
+                "each tool_use needs its own tool_result (echoing its toolset_name) "
+                f"immediately after, in order: {uses}"
+            )
+    return None
 
 
 class GeminiComputerSimulator(_Scripted):

@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import pickle
+import re
 import threading
 from functools import reduce
 from pathlib import Path
@@ -296,7 +297,10 @@ def test_overrides_from_a_file(tmp_path: Path) -> None:
         ([], "'models' list"),
         ({"models": "x"}, "'models' list"),
         ({"models": [1]}, "models[0] must be an object"),
-        ({"models": [_entry("a", input=-1)]}, "must not be negative"),
+        ({"models": [_entry("a", input=-1)]}, "input must be a finite number of USD"),
+        ({"models": [{k: v for k, v in _entry("a").items() if k != "input"}]}, "'input'"),
+        ({"models": [_entry("a", aliases=["b", " "])]}, "aliases must be a list of non-empty"),
+        ({"version": " ", "models": []}, "version must be a non-empty string"),
         ({"models": [_entry("a", input=float("nan"))]}, "finite number"),
         ({"models": [_entry("a", output=True)]}, "finite number"),
         ({"models": [_entry("a", output="3")]}, "finite number"),
@@ -311,10 +315,38 @@ def test_overrides_from_a_file(tmp_path: Path) -> None:
     ],
 )
 def test_bad_price_tables_are_clear_errors(table: object, words: str) -> None:
+    """A malformed table or entry is a ConfigError naming the file, the entry and the field."""
     with pytest.raises(ConfigError, match=None) as caught:
         PriceTable.from_json(table, "prices.json")
     assert words in str(caught.value)
     assert "prices.json" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"input": -0.5}, "ModelPrice.input must be a finite number"),
+        ({"output": float("inf")}, "ModelPrice.output must be a finite number"),
+        ({"cached_input": True}, "ModelPrice.cached_input must be a finite number"),
+        ({"model": "  "}, "ModelPrice.model must be a non-empty string"),
+        ({"aliases": ("ok", 5)}, "ModelPrice.aliases must be a list of non-empty names"),
+        ({"read": "last week"}, "ModelPrice.read must be a YYYY-MM-DD date"),
+        ({"source": "ftp://x"}, "ModelPrice.source must be an http(s) URL"),
+    ],
+)
+def test_a_price_built_in_code_is_checked_as_a_table_entry_is(
+    fields: dict[str, Any], words: str
+) -> None:
+    """ModelPrice(...) refuses what a table entry may not hold, naming the field."""
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        ModelPrice(**{"model": "m", "input": 1.0, "output": 2.0, **fields})
+
+
+def test_a_price_built_in_code_compares_its_names_in_lower_case() -> None:
+    """Names are stripped and lower-cased as a table's are, so a mixed-case name is found."""
+    price = ModelPrice(model=" My-Model ", input=1.0, output=2.0, aliases=["Other"])
+    assert price.names == ("my-model", "other")
+    assert PriceTable(version="v", entries=[price]).lookup("MY-MODEL") is price
 
 
 def test_an_unreadable_price_file_is_a_config_error(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from adapters.registry import client_for
 from osharm_core import (
     AgentConfig,
     AgentState,
+    ConfigError,
     Continuation,
     ImagePart,
     Message,
@@ -147,8 +148,8 @@ def test_a_responses_reply_without_calls_or_id_starts_no_chain(response_id: Any)
 
 
 def test_unknown_responses_tool_is_refused() -> None:
-    """Only the two documented Responses computer tools exist."""
-    with pytest.raises(ConfigurationError):
+    """Only the two documented Responses computer tools exist: a ConfigError naming the field."""
+    with pytest.raises(ConfigError, match=r"ResponsesProvider\.tool must be one of"):
         ResponsesProvider(api_key=FAKE_KEY, tool="computer_2099")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -19,9 +20,11 @@ from adapters.providers.gemini import GeminiProvider
 from adapters.providers.openai_chat import COMPAT_SERVERS, OpenAIChatProvider
 from adapters.providers.responses import ResponsesProvider
 from adapters.registry import (
+    REGISTRY,
     ClientOptions,
     ModelRegistry,
     client_for,
+    model_table,
 )
 from osharm_core import AgentConfig, ConfigError, Message
 from tests.adapters.conftest import FAKE_KEY
@@ -253,20 +256,67 @@ def test_azure_from_environment(clean_env: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     "model", ["mystery-model", "llama3:8b", "meta-llama/Llama-3", "gpt4o", "", "  "]
 )
-def test_unknown_names_list_the_supported_forms(model: str) -> None:
-    """An unknown name raises a ConfigurationError that lists every supported form."""
+def test_an_unknown_name_is_one_short_line_pointing_to_the_table(model: str) -> None:
+    """An unknown name raises a one-line ConfigurationError naming it and `osharm-agent models`."""
     with pytest.raises(ConfigurationError) as caught:
         client_for(model)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert len(message) < 250
     if model.strip():
-        for form in (
-            "gpt-*",
-            "claude-*",
-            "gemini-*",
-            "compat/<model>",
-            "azure/<deployment>",
-            "provider|model",
-        ):
-            assert form in str(caught.value)
+        assert repr(model) in message
+        assert "'osharm-agent models'" in message
+        assert "compat/<model>" in message
+
+
+@pytest.mark.parametrize(
+    ("model", "closest"),
+    [
+        ("gpt4o", "gpt-4o"),
+        ("GPT4o", "gpt-4o"),
+        ("clade-opus-4-1", "claude-opus-4-1"),
+        ("claud-sonnet-4-5", "claude-sonnet-4-5"),
+        ("antropic/claude-opus-4-1", "anthropic/claude-opus-4-1"),
+        ("opneai|gpt-4o", "openai/gpt-4o"),
+    ],
+)
+def test_a_misspelt_name_suggests_the_closest_names(model: str, closest: str) -> None:
+    """A misspelt bare name or scheme is answered with the closest registered name."""
+    with pytest.raises(ConfigurationError, match=re.escape(f"did you mean {closest}")):
+        client_for(model)
+
+
+def test_a_colon_in_an_unknown_name_is_not_read_as_a_misspelt_scheme() -> None:
+    """`llama3:8b` is a model tag, not `ollama` misspelt: nothing is suggested for it."""
+    with pytest.raises(ConfigurationError) as caught:
+        client_for("llama3:8b")
+    assert "did you mean" not in str(caught.value)
+
+
+def test_the_model_table_lists_every_form_with_provider_needs_and_computer_use() -> None:
+    """`model_table()` has one aligned row per form `forms()` lists, with its provider, what
+    it needs, and whether the form is native computer use."""
+    lines = model_table().splitlines()
+    header = lines[0]
+    starts = [header.index(title) for title in ("provider", "needs", "native computer use")]
+    rows = {
+        line[: starts[0]].strip(): tuple(
+            line[start:end].strip() for start, end in itertools.pairwise([*starts, None])
+        )
+        for line in lines[1:-1]
+    }
+    assert all(line[start - 2 : start] == "  " for line in lines[:-1] for start in starts)
+    assert {form.split(" (")[0] for form in REGISTRY.forms()[:-1]} <= {
+        form.split(" (")[0] for form in rows
+    }
+    assert rows["gpt-*"] == ("openai", "OPENAI_API_KEY", "no")
+    assert rows["anthropic-computer/<claude model>"] == (
+        "anthropic-computer",
+        "ANTHROPIC_API_KEY",
+        "yes",
+    )
+    assert rows["computer-use-preview* (Responses API)"][2] == "yes"
+    assert rows["replay:<trajectory.jsonl or its directory>"][0] == "replay"
 
 
 @pytest.mark.parametrize("model", ["openai/", "anthropic|", "compat/ "])
