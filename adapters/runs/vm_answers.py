@@ -1,0 +1,182 @@
+"""What an OSWorld VM's server answers, read and checked: screenshots, trees, `/execute`.
+
+Everything here comes off the wire from a desktop that may be hostile, so
+each reader refuses what is not what OSWorld's server sends (a body that is
+no PNG, a screen of impossible size, JSON that is not JSON, nesting too deep
+to write back) with an `EnvironmentFailure` saying which call answered what.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from adapters._strict_json import _NotFinite, strict_loads
+from adapters.errors import EnvironmentFailure
+from adapters.runs.vm_http import VmUnanswered
+from osharm_core import ConfigError
+
+#: The largest screen side accepted (pixels), given or read from a screenshot.
+MAX_SCREEN_SIDE: Final = 16384
+#: The deepest nesting of lists and objects kept from an `/execute` answer (OSWorld's is flat).
+MAX_ANSWER_DEPTH: Final = 32
+#: The most characters of an `/execute` answer's field a step's info keeps (64 Ki), and the
+#: most fields: traj.jsonl stays small whatever a command prints.
+MAX_INFO_TEXT: Final = 64 * 1024
+MAX_INFO_FIELDS: Final = 8
+
+
+class NotOk(EnvironmentFailure):
+    """The VM's server answered with a status other than 200."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (NotOk, (str(self), self.status))
+
+
+#: Statuses that say a command was not run: the server (or a proxy before it) is busy.
+_BUSY: Final = frozenset({429, 503})
+
+
+def any_failure(exc: Exception) -> bool:
+    """Reading the desktop runs nothing on it: any failure may be tried again (as OSWorld does)."""
+    return isinstance(exc, EnvironmentFailure)
+
+
+def unrun(exc: Exception) -> bool:
+    """A command is sent again only when it cannot have run: the request never reached the
+    server, or the server said it is busy (503, 429). OSWorld's server answers 500 also when
+    the command ran and failed after, so a 500 is not tried again (OSWorld's controller does)."""
+    if isinstance(exc, NotOk):
+        return exc.status in _BUSY
+    return isinstance(exc, VmUnanswered) and not exc.sent
+
+
+def read_png(body: bytes) -> bytes:
+    if not body.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise EnvironmentFailure("GET /screenshot did not return a PNG")
+    return body
+
+
+def checked_screen(size: object, where: str) -> tuple[int, int]:
+    """`size` as (width, height) when both are whole pixels in 1..16384, else a typed error."""
+    if (
+        isinstance(size, tuple)
+        and len(size) == 2
+        and all(type(n) is int and 1 <= n <= MAX_SCREEN_SIDE for n in size)
+    ):
+        return size[0], size[1]
+    if where == "screen_size":
+        raise ConfigError(
+            f"screen_size must be (width, height) in 1..{MAX_SCREEN_SIDE}; got {size!r}"
+        )
+    raise EnvironmentFailure(f"{where}: the screen would be {size!r} pixels")
+
+
+def png_size(body: bytes) -> tuple[int, int]:
+    """The width and height a PNG's header (its IHDR chunk) declares."""
+    png = read_png(body)
+    if len(png) < 24 or png[12:16] != b"IHDR":
+        raise EnvironmentFailure("GET /screenshot: the PNG has no IHDR header")
+    size = (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big"))
+    return checked_screen(size, "GET /screenshot")
+
+
+def read_tree(body: bytes) -> str | None:
+    try:
+        tree = json.loads(body)["AT"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise EnvironmentFailure('GET /accessibility did not return {"AT": ...}') from None
+    if tree is not None and not isinstance(tree, str):
+        raise EnvironmentFailure("GET /accessibility: 'AT' is not text")
+    return tree
+
+
+def nested_past(value: object, limit: int) -> bool:
+    """Whether `value` nests lists (tuples) or dicts more than `limit` deep (or is cyclic)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def read_execute_answer(body: bytes) -> dict[str, Any]:
+    """`/execute`'s answer as the step's info will hold it (traj.jsonl is strict JSON):
+    numbers JSON cannot carry, and nesting past `MAX_ANSWER_DEPTH` (which writing it, from
+    deeper in the stack, might not take), are refused like text that is not JSON."""
+    try:
+        answer = strict_loads(body)
+    except _NotFinite as exc:
+        raise EnvironmentFailure(f"POST /execute did not return JSON: {exc.reason}") from None
+    except (ValueError, RecursionError):
+        raise EnvironmentFailure("POST /execute did not return JSON") from None
+    if nested_past(answer, MAX_ANSWER_DEPTH):
+        raise EnvironmentFailure(
+            f"POST /execute: its answer is nested more than {MAX_ANSWER_DEPTH} levels deep"
+        )
+    return answer if isinstance(answer, dict) else {"output": answer}
+
+
+def _kept_text(value: str) -> tuple[str, int | None]:
+    """`value`, or its first `MAX_INFO_TEXT` characters and its full length when longer."""
+    if len(value) <= MAX_INFO_TEXT:
+        return value, None
+    return value[:MAX_INFO_TEXT], len(value)
+
+
+def kept_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An `/execute` answer as a step's info keeps it, small whatever the command printed.
+
+    Each field (text, or another value's JSON) past `MAX_INFO_TEXT` characters keeps its
+    head as text, its full length in `NAME_chars`; at most `MAX_INFO_FIELDS` fields are
+    kept, names of at most 128 characters, and `fields_left_out` counts the rest.
+
+    >>> kept_answer({"output": "x" * 70000, "returncode": 0})["output_chars"]
+    70000
+    """
+    kept: dict[str, Any] = {}
+    fields = left_out = 0
+    for name, value in answer.items():
+        if fields >= MAX_INFO_FIELDS or len(name) > 128:
+            left_out += 1
+            continue
+        fields += 1
+        if isinstance(value, dict | list):
+            text = json.dumps(value, allow_nan=False)
+            if len(text) > MAX_INFO_TEXT:
+                value = text
+        if isinstance(value, str):
+            value, length = _kept_text(value)
+            if length is not None:
+                kept[f"{name}_chars"] = length
+        kept[name] = value
+    if left_out:
+        kept["fields_left_out"] = left_out
+    return kept
+
+
+__all__ = [
+    "MAX_ANSWER_DEPTH",
+    "MAX_INFO_FIELDS",
+    "MAX_INFO_TEXT",
+    "MAX_SCREEN_SIDE",
+    "NotOk",
+    "any_failure",
+    "checked_screen",
+    "kept_answer",
+    "nested_past",
+    "png_size",
+    "read_execute_answer",
+    "read_png",
+    "read_tree",
+    "unrun",
+]
