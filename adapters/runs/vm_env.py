@@ -23,6 +23,7 @@ from adapters.errors import (
     error_line,
     error_text,
 )
+from adapters.runs._secrets import redacting
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.desktop_env import DEFAULT_SETTLE, _settle
 from adapters.runs.env_contract import Observation, StepResult
@@ -221,8 +222,11 @@ class OSWorldServerEnv:
             screen_size=lambda: self.screen_size,
             max_answer_bytes=max_answer_bytes,
         )
+        #: Keeps `client_password` (unless OSWorld's default) out of every error raised here.
+        self.redactor = self.setup.redactor
 
     @property
+    @redacting
     def screen_size(self) -> tuple[int, int]:
         """The VM's screen size: as given, else read from its screenshot once (then kept)."""
         if self._screen_size is None:
@@ -286,6 +290,7 @@ class OSWorldServerEnv:
     def _is_closed(self) -> bool:
         return self._closed or self._http.is_closed
 
+    @redacting
     def observe(self) -> Observation:
         """The desktop now: screenshot and accessibility tree (each tried `retries` times)."""
         screenshot = self._call("GET", "/screenshot", read=read_png, retry_if=any_failure)
@@ -308,6 +313,7 @@ class OSWorldServerEnv:
         if self._stopped.wait(seconds):
             raise EnvironmentFailure(f"{self.base_url}: stopped while waiting on the VM")
 
+    @redacting
     def wait_until_ready(self) -> None:
         """Look at `GET /screenshot` every `READY_POLL` seconds until it shows a PNG; an
         `EnvironmentFailure` with the last failure once `ready_timeout` seconds have passed."""
@@ -352,6 +358,7 @@ class OSWorldServerEnv:
         except EnvironmentFailure as exc:
             raise RevertFailure(error_text(exc)) from None
 
+    @redacting
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
         """Revert the VM (with `revert` set), perform the task's setup steps (see the class
         doc), then the first observation.
@@ -413,6 +420,7 @@ class OSWorldServerEnv:
                 f"{error_text(exc)} (the VM still answers: the step failed, not the VM)"
             ) from None
 
+    @redacting
     def start_recording(self) -> None:
         """Start the VM's screen recording.
 
@@ -467,6 +475,7 @@ class OSWorldServerEnv:
                 self.recording_problem,
             )
 
+    @redacting
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
         """Stop the recording and save the video the server sends to `dest`; returns `dest`.
 
@@ -509,6 +518,7 @@ class OSWorldServerEnv:
             partial.unlink(missing_ok=True)
         return target
 
+    @redacting
     def execute(self, code: str) -> dict[str, Any]:
         """Run pyautogui code on the desktop; the server's answer (status, output, error,
         returncode).
@@ -527,6 +537,7 @@ class OSWorldServerEnv:
             **body,
         )
 
+    @redacting
     def step(self, action: Action, pause: float = 0) -> StepResult:
         """Run one pyautogui or computer_13 action (or WAIT / DONE / FAIL); the observation
         after it.
@@ -552,7 +563,7 @@ class OSWorldServerEnv:
             try:
                 code = computer_13_code(action, screen_size=size)
             except EnvironmentFailure as refused:  # the model's action: nothing runs
-                return self.observe(), 0, False, {"error": str(refused)}
+                return self.observe(), 0, False, self._noted(refused)
         else:
             raise EnvironmentFailure(
                 f"step: an action is pyautogui code or a computer_13 object, "
@@ -565,15 +576,20 @@ class OSWorldServerEnv:
         except EnvironmentFailure as failed:
             if self._stopped.is_set():  # the episode is being stopped: no more calls
                 raise
-            info = {"error": str(failed)}
+            info = self._noted(failed)
         if pause:
             self._sleep(pause)
         return self.observe(), 0, False, info
+
+    def _noted(self, failure: EnvironmentFailure) -> dict[str, Any]:
+        """A step's info saying what `failure` kept its action from doing, redacted."""
+        return {"error": self.redactor.text(str(failure))}
 
     def evaluate(self) -> float | None:
         """None: the task's evaluator runs host-side (use DesktopEnv for scores)."""
         return None
 
+    @redacting
     def close(self) -> None:
         """Save the recording (with `recording` set, once started), then close the HTTP client
         this object built. An `abort` before it does not stop it (one during it does).

@@ -72,6 +72,7 @@ from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import cut_short, stream_until
 from adapters.errors import TaskSetupError
 from adapters.runs import vm_http
+from adapters.runs._secrets import Redactor, redacting
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
@@ -418,6 +419,10 @@ class ServerSetup:
         self.max_download_bytes = max_download_bytes
         self.max_answer_bytes = max_answer_bytes
         self.client_password = check_password("client_password", client_password)
+        #: Keeps a password of its own out of every error (OSWorld's default is no secret).
+        self.redactor = Redactor.of(client_password)
+        if client_password == DEFAULT_CLIENT_PASSWORD:
+            self.redactor = Redactor()
         #: The VM's screen size, for the `{SCREEN_...}` placeholders (asked only when used).
         self.screen: Callable[[], tuple[int, int]]
         if callable(screen_size):
@@ -430,6 +435,7 @@ class ServerSetup:
         self._downloads = download_client
         self._own_downloads = download_client is None
 
+    @redacting
     def run(self, config: object) -> int:
         """Check `config`, then perform its steps in order; how many ran."""
         steps = plan_setup(config)
@@ -437,6 +443,7 @@ class ServerSetup:
             self.perform(step)
         return len(steps)
 
+    @redacting
     def perform(self, step: SetupStep) -> None:
         """Perform one checked step."""
         p = step.params
@@ -516,7 +523,9 @@ class ServerSetup:
             **extra,
         )
         if status != 200:
-            detail = body.decode("utf-8", "replace").strip()
+            # The server's words can quote the command, password and all (a 500 for a command
+            # that overran): it is left out before they are cut to length.
+            detail = self.redactor.text(body.decode("utf-8", "replace")).strip()
             tail = f": {excerpt(detail, 200)}" if detail else ""
             raise TaskSetupError(f"{where}: HTTP {status}{tail}")
         return body
