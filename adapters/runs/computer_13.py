@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from returns.result import Failure
+from returns.pipeline import is_successful
 
 from adapters.errors import EnvironmentFailure
 from adapters.providers.computer_use import literal
@@ -124,15 +124,11 @@ def computer_13_code(
     >>> print(computer_13_code({"action_type": "HOTKEY", "keys": ["ctrl", "c"]}))
     pyautogui.hotkey('ctrl', 'c')
     """
-    if not isinstance(action, Mapping):
-        raise EnvironmentFailure(
-            f"computer_13 action must be a JSON object, got {type(action).__name__}"
-        )
     plain = _flatten(action)
     if action_word(plain) is not None:
         raise EnvironmentFailure(f"{plain['action_type']} runs no code")
     checked = validate_computer_13(plain, screen_size=screen_size)
-    if isinstance(checked, Failure):
+    if not is_successful(checked):
         raise EnvironmentFailure(
             f"bad computer_13 action {excerpt(plain, 120)}: {checked.failure()}"
         )

@@ -10,7 +10,13 @@ from typing import Any, Final, TypeVar
 from adapters.errors import EnvironmentFailure, error_line, error_text
 from adapters.runs.computer_13 import action_word, computer_13_code
 from adapters.runs.env_contract import Observation, StepResult
-from adapters.runs.vm_answers import MAX_ANSWER_DEPTH, checked_screen, nested_past, png_size
+from adapters.runs.vm_answers import (
+    MAX_ANSWER_DEPTH,
+    given_screen,
+    is_screen,
+    nested_past,
+    png_size,
+)
 from adapters.runs.vm_http import seconds_limit
 from adapters.trajectories.osharm import finite_number
 from osharm_core import Action, OsharmError
@@ -20,18 +26,24 @@ _T = TypeVar("_T")
 
 
 def _observation(value: object, where: str) -> Observation:
+    """`value` when it is an observation dict whose screenshot is bytes and tree text, each
+    when present; else an `EnvironmentFailure` saying what `where` returned."""
     if not isinstance(value, dict):
         raise EnvironmentFailure(
             f"{where} returned {type(value).__name__}, not an observation dict"
         )
-    screenshot, tree = value.get("screenshot"), value.get("accessibility_tree")
-    if screenshot is not None and not isinstance(screenshot, bytes | bytearray):
-        raise EnvironmentFailure(f"{where}: 'screenshot' is {type(screenshot).__name__}, not bytes")
-    if tree is not None and not isinstance(tree, str | bytes):
-        raise EnvironmentFailure(
-            f"{where}: 'accessibility_tree' is {type(tree).__name__}, not text"
-        )
+    for key, kinds, noun in _OBSERVED:
+        item = value.get(key)
+        if not isinstance(item, kinds):
+            raise EnvironmentFailure(f"{where}: {key!r} is {type(item).__name__}, not {noun}")
     return value
+
+
+#: What an observation's screenshot and tree may be, and how an error names that.
+_OBSERVED: Final = (
+    ("screenshot", bytes | bytearray | None, "bytes"),
+    ("accessibility_tree", str | bytes | None, "text"),
+)
 
 
 #: Seconds a desktop is left to settle after a task's setup before the first observation
@@ -39,7 +51,8 @@ def _observation(value: object, where: str) -> Observation:
 DEFAULT_SETTLE: Final = 10.0
 
 
-def _settle(value: object) -> float:
+def settle_seconds(value: object) -> float:
+    """A `settle` argument: seconds in 0..3600, else a `ConfigError`."""
     return seconds_limit("settle", value, high=3600)
 
 
@@ -53,11 +66,18 @@ def _own_screen_size(env: object) -> tuple[int, int] | None:
             size = (getattr(env, "screen_width", None), getattr(env, "screen_height", None))
     except Exception:  # a property that fails: no size known
         return None
-    if isinstance(size, list | tuple) and len(size) == 2:
-        try:
-            return checked_screen(tuple(size), "the wrapped env's screen size")
-        except EnvironmentFailure:
-            return None
+    pair = tuple(size) if isinstance(size, list | tuple) else None
+    return pair if is_screen(pair) else None
+
+
+def _unwritable(info: Mapping[str, Any]) -> str | None:
+    """Why a step's `info` cannot go in its traj.jsonl line (strict JSON), or None."""
+    if nested_past(info, MAX_ANSWER_DEPTH):
+        return f"is nested more than {MAX_ANSWER_DEPTH} levels deep"
+    try:
+        json.dumps(info, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"cannot be written as JSON: {error_text(exc)}"
     return None
 
 
@@ -104,11 +124,9 @@ class DesktopEnvAdapter:
         screen_size: tuple[int, int] | None = None,
     ) -> None:
         self.env = desktop_env
-        self.settle = _settle(settle)
+        self.settle = settle_seconds(settle)
         self._sleep = sleep or time.sleep
-        self._screen_size = (
-            None if screen_size is None else checked_screen(screen_size, "screen_size")
-        )
+        self._screen_size = None if screen_size is None else given_screen(screen_size)
         self._last: Observation | None = None
 
     @property
@@ -120,7 +138,7 @@ class DesktopEnvAdapter:
         if own is not None:
             return own
         screenshot = None if self._last is None else self._last.get("screenshot")
-        if isinstance(screenshot, bytes | bytearray):
+        if screenshot:  # bytes: `_observation` saw to it
             try:
                 return png_size(bytes(screenshot[:24]))
             except EnvironmentFailure:  # not a PNG we can read the size of
@@ -174,19 +192,12 @@ class DesktopEnvAdapter:
             raise EnvironmentFailure("step must return (observation, reward, done, info)")
         obs, reward, done, info = result
         reward = finite_number("step: reward is", reward)  # DesktopEnv's 0 stays 0 in traj.jsonl
-        if info is not None and not isinstance(info, Mapping):
+        if not isinstance(info, Mapping | None):
             raise EnvironmentFailure(f"step: info is {type(info).__name__}, not a mapping")
         info = dict(info or {})
-        if nested_past(info, MAX_ANSWER_DEPTH):
-            raise EnvironmentFailure(
-                f"step: info is nested more than {MAX_ANSWER_DEPTH} levels deep"
-            )
-        try:  # it goes in the step's traj.jsonl line, which is strict JSON
-            json.dumps(info, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise EnvironmentFailure(
-                f"step: info cannot be written as JSON: {error_text(exc)}"
-            ) from None
+        problem = _unwritable(info)
+        if problem is not None:
+            raise EnvironmentFailure(f"step: info {problem}")
         return self._seen(_observation(obs, "step")), reward, bool(done), info
 
     def evaluate(self) -> float | None:

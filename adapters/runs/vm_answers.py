@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from adapters._strict_json import _NotFinite, strict_loads
 from adapters.errors import EnvironmentFailure
 from adapters.runs.vm_http import VmUnanswered
 from osharm_core import ConfigError
+from osharm_core.errors import excerpt
 
 #: The largest screen side accepted (pixels), given or read from a screenshot.
 MAX_SCREEN_SIDE: Final = 16384
@@ -57,36 +58,43 @@ def unrun(exc: Exception) -> bool:
 
 
 def read_png(body: bytes) -> bytes:
+    """`GET /screenshot`'s body when it is a PNG."""
     if not body.startswith(b"\x89PNG\r\n\x1a\n"):
         raise EnvironmentFailure("GET /screenshot did not return a PNG")
     return body
 
 
-def checked_screen(size: object, where: str) -> tuple[int, int]:
-    """`size` as (width, height) when both are whole pixels in 1..16384, else a typed error."""
-    if (
+def is_screen(size: object) -> TypeGuard[tuple[int, int]]:
+    """Whether `size` is a (width, height) tuple of whole pixels in 1..`MAX_SCREEN_SIDE`."""
+    return (
         isinstance(size, tuple)
         and len(size) == 2
         and all(type(n) is int and 1 <= n <= MAX_SCREEN_SIDE for n in size)
-    ):
-        return size[0], size[1]
-    if where == "screen_size":
+    )
+
+
+def given_screen(size: tuple[int, int]) -> tuple[int, int]:
+    """A `screen_size` argument, when `is_screen`; else a `ConfigError`."""
+    if not is_screen(size):
         raise ConfigError(
-            f"screen_size must be (width, height) in 1..{MAX_SCREEN_SIDE}; got {size!r}"
+            f"screen_size must be two ints in 1..{MAX_SCREEN_SIDE}; got {excerpt(size)}"
         )
-    raise EnvironmentFailure(f"{where}: the screen would be {size!r} pixels")
+    return size
 
 
 def png_size(body: bytes) -> tuple[int, int]:
-    """The width and height a PNG's header (its IHDR chunk) declares."""
+    """The width and height a PNG's header (its IHDR chunk) declares, when `is_screen`."""
     png = read_png(body)
+    size = (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big"))
     if len(png) < 24 or png[12:16] != b"IHDR":
         raise EnvironmentFailure("GET /screenshot: the PNG has no IHDR header")
-    size = (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big"))
-    return checked_screen(size, "GET /screenshot")
+    if not is_screen(size):
+        raise EnvironmentFailure(f"GET /screenshot: the screen would be {size!r} pixels")
+    return size
 
 
 def read_tree(body: bytes) -> str | None:
+    """The accessibility tree in `GET /accessibility`'s `{"AT": xml}` (null when none)."""
     try:
         tree = json.loads(body)["AT"]
     except (ValueError, KeyError, TypeError, RecursionError):
@@ -120,17 +128,8 @@ def read_execute_answer(body: bytes) -> dict[str, Any]:
     except (ValueError, RecursionError):
         raise EnvironmentFailure("POST /execute did not return JSON") from None
     if nested_past(answer, MAX_ANSWER_DEPTH):
-        raise EnvironmentFailure(
-            f"POST /execute: its answer is nested more than {MAX_ANSWER_DEPTH} levels deep"
-        )
+        raise EnvironmentFailure(f"POST /execute: nested more than {MAX_ANSWER_DEPTH} levels")
     return answer if isinstance(answer, dict) else {"output": answer}
-
-
-def _kept_text(value: str) -> tuple[str, int | None]:
-    """`value`, or its first `MAX_INFO_TEXT` characters and its full length when longer."""
-    if len(value) <= MAX_INFO_TEXT:
-        return value, None
-    return value[:MAX_INFO_TEXT], len(value)
 
 
 def kept_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,14 +149,10 @@ def kept_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
             left_out += 1
             continue
         fields += 1
-        if isinstance(value, dict | list):
-            text = json.dumps(value, allow_nan=False)
-            if len(text) > MAX_INFO_TEXT:
-                value = text
-        if isinstance(value, str):
-            value, length = _kept_text(value)
-            if length is not None:
-                kept[f"{name}_chars"] = length
+        text = value if isinstance(value, str) else json.dumps(value, allow_nan=False)
+        if len(text) > MAX_INFO_TEXT:
+            kept[f"{name}_chars"] = len(text)
+            value = text[:MAX_INFO_TEXT]
         kept[name] = value
     if left_out:
         kept["fields_left_out"] = left_out
@@ -171,7 +166,8 @@ __all__ = [
     "MAX_SCREEN_SIDE",
     "NotOk",
     "any_failure",
-    "checked_screen",
+    "given_screen",
+    "is_screen",
     "kept_answer",
     "nested_past",
     "png_size",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -25,12 +26,12 @@ from adapters.errors import (
 )
 from adapters.runs._secrets import redacting
 from adapters.runs.computer_13 import action_word, computer_13_code
-from adapters.runs.desktop_env import DEFAULT_SETTLE, _settle
+from adapters.runs.desktop_env import DEFAULT_SETTLE, settle_seconds
 from adapters.runs.env_contract import Observation, StepResult
 from adapters.runs.vm_answers import (
     NotOk,
     any_failure,
-    checked_screen,
+    given_screen,
     kept_answer,
     png_size,
     read_execute_answer,
@@ -180,22 +181,20 @@ class OSWorldServerEnv:
         self.base_url = base_url.rstrip("/")
         check_password("client_password", client_password)
         timeout = seconds_limit("timeout", timeout, high=MAX_TIMEOUT, above_zero=True)
-        if revert is not None and not callable(revert):
+        if not (revert is None or callable(revert)):
             raise ConfigError(
-                f"revert must be callable (e.g. a RevertCommand); got {excerpt(revert)}"
+                f"revert must be callable (a RevertCommand, say); got {excerpt(revert)}"
             )
         self.revert = revert
         self.ready_timeout = seconds_limit(
             "ready_timeout", ready_timeout, high=MAX_TIMEOUT, above_zero=True
         )
-        self.settle = _settle(settle)
+        self.settle = settle_seconds(settle)
         self.max_answer_bytes = positive_int("max_answer_bytes", max_answer_bytes)
         self.retries = positive_int("retries", retries)
         self.retry_wait = seconds_limit("retry_wait", retry_wait, high=600)
         positive_int("max_download_bytes", max_download_bytes)
-        self._screen_size = (
-            None if screen_size is None else checked_screen(screen_size, "screen_size")
-        )
+        self._screen_size = None if screen_size is None else given_screen(screen_size)
         self.recording = None if recording is None else path_argument("recording", recording)
         self.max_recording_bytes = positive_int("max_recording_bytes", max_recording_bytes)
         self._recording_started = False
@@ -246,7 +245,8 @@ class OSWorldServerEnv:
     ) -> _T:
         """`read` of the body of the server's 200 answer to `method path` (within
         `max_answer_bytes`), tried up to `retries` times while `retry_if` says a failure
-        may pass, `retry_wait` seconds apart; else an `EnvironmentFailure` naming the call."""
+        may pass (once without it), `retry_wait` seconds apart; else an
+        `EnvironmentFailure` naming the call."""
         where = f"{method} {path}"
 
         def once() -> _T:
@@ -269,16 +269,12 @@ class OSWorldServerEnv:
 
         with cut_by(self._cutoff):
             try:
-                if retry_if is None:
-                    if (halt := halted()) is not None:
-                        raise halt
-                    return once()
                 return tries(
                     once,
                     where=where,
-                    attempts=self.retries,
+                    attempts=self.retries if retry_if else 1,
                     wait=self.retry_wait,
-                    retry_if=retry_if,
+                    retry_if=retry_if or any_failure,
                     sleep=self._wait,
                     stopped=halted,
                 )
@@ -290,6 +286,11 @@ class OSWorldServerEnv:
     def _is_closed(self) -> bool:
         return self._closed or self._http.is_closed
 
+    def _ends_episode(self, failure: EnvironmentFailure) -> bool:
+        """Whether `failure` ends the episode rather than being noted and gone past: the VM
+        gave no answer at all, or the episode is being stopped."""
+        return isinstance(failure, VmUnanswered) or self._stopped.is_set()
+
     @redacting
     def observe(self) -> Observation:
         """The desktop now: screenshot and accessibility tree (each tried `retries` times)."""
@@ -298,6 +299,22 @@ class OSWorldServerEnv:
             self._screen_size = png_size(screenshot)
         tree = self._call("GET", "/accessibility", read=read_tree, retry_if=any_failure)
         return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}
+
+    def _still_answers(self) -> bool:
+        """Whether the VM shows a screenshot (tried `retries` times, `READY_POLL_TIMEOUT` s each)."""
+        look = READY_POLL_TIMEOUT
+        try:
+            self._call(
+                "GET",
+                "/screenshot",
+                read=read_png,
+                retry_if=any_failure,
+                timeout=look,
+                seconds=look,
+            )
+        except EnvironmentFailure:
+            return False
+        return True
 
     def abort(self) -> None:
         """Stop the call under way, from another thread (`in_thread` does, when its episode's
@@ -309,7 +326,7 @@ class OSWorldServerEnv:
         self._cutoff.cut()
 
     def _wait(self, seconds: float) -> None:
-        """Sleep `seconds`, unless `abort` is called meanwhile."""
+        """Sleep `seconds`, unless `abort` is called meanwhile (or was: then at once)."""
         if self._stopped.wait(seconds):
             raise EnvironmentFailure(f"{self.base_url}: stopped while waiting on the VM")
 
@@ -319,44 +336,30 @@ class OSWorldServerEnv:
         `EnvironmentFailure` with the last failure once `ready_timeout` seconds have passed."""
         deadline = time.monotonic() + self.ready_timeout
         while True:
-            left = deadline - time.monotonic()
+            look = _within(READY_POLL_TIMEOUT, deadline - time.monotonic())
             try:
-                look = _within(READY_POLL_TIMEOUT, left)
                 self._call("GET", "/screenshot", read=read_png, timeout=look, seconds=look)
                 return
             except EnvironmentFailure as exc:
                 last = str(exc)
             left = deadline - time.monotonic()
-            if self._stopped.is_set():
-                raise EnvironmentFailure(f"{self.base_url}: stopped while waiting on the VM")
+            self._wait(0)  # stopped: no more looks
             if left <= 0:
-                raise EnvironmentFailure(
-                    f"the VM at {self.base_url} did not show a screenshot within "
-                    f"{self.ready_timeout:g} s of its revert; last: {last}"
-                )
+                break
             self._sleep(min(READY_POLL, left))
+        late = f"did not show a screenshot within {self.ready_timeout:g} s of its revert"
+        raise EnvironmentFailure(f"the VM at {self.base_url} {late}; last: {last}")
 
-    def _revert(self) -> None:
+    def _revert(self, revert: Callable[..., None]) -> None:
         """Run `revert`, then wait for the VM to answer; any failure is a `RevertFailure`."""
-        assert self.revert is not None
-        try:
-            if isinstance(self.revert, RevertCommand):
-                self.revert(cancel=self._stopped)
+        with _as_revert_failure(f"revert {excerpt(revert)}"):
+            if isinstance(revert, RevertCommand):
+                revert(cancel=self._stopped)
             else:
-                self.revert()
-        except RevertFailure:
-            raise
-        except EnvironmentFailure as exc:
-            raise RevertFailure(error_text(exc)) from None
-        except Exception as exc:
-            raise RevertFailure(f"revert {excerpt(self.revert)}: {error_line(exc)}") from exc
+                revert()
         self._recording_started = False  # a recording under way did not survive the snapshot
-        try:
+        with _as_revert_failure("waiting for the reverted VM"):
             self.wait_until_ready()
-        except RevertFailure:
-            raise
-        except EnvironmentFailure as exc:
-            raise RevertFailure(error_text(exc)) from None
 
     @redacting
     def reset(self, task_config: Mapping[str, Any] | None = None, **kwargs: Any) -> Observation:
@@ -367,23 +370,18 @@ class OSWorldServerEnv:
         setup steps the desktop settles for `settle` seconds. With `recording`
         set, the screen recording starts here, after the setup.
         """
-        if task_config is not None and not isinstance(task_config, Mapping):
-            raise EnvironmentFailure(
-                f"reset: task_config is {type(task_config).__name__}, not a task object"
-            )
         task = task_config or {}
         if self._is_closed():
             raise closed("reset")
         try:
             if self.revert is not None:
                 plan_setup(task.get("config"))  # a task that cannot run is refused before it
-                self._revert()
+                self._revert(self.revert)
             ran = self._set_up(task.get("config"))
         except EnvironmentFailure as exc:
-            task_id = task.get("id")
-            if not isinstance(task_id, str):
+            if "id" not in task:
                 raise
-            raise type(exc)(f"task {task_id[:80]!r}: {error_text(exc)}") from None
+            raise type(exc)(f"task {excerpt(task['id'], 82)}: {error_text(exc)}") from None
         if ran and self.settle:
             self._sleep(self.settle)
         observation = self.observe()
@@ -396,29 +394,15 @@ class OSWorldServerEnv:
         """The task's setup steps (how many ran). A step sent but never answered (a command
         still running past its time, a connection broken under it) fails the task, a
         `TaskSetupError` naming the step, when the VM still shows a screenshot after it
-        (each look tried `retries` times, `READY_POLL_TIMEOUT` s each); when it does not,
-        the VM is gone and the `VmUnanswered` stands."""
+        (`_still_answers`); when it does not, the VM is gone and the `VmUnanswered` stands."""
         try:
             with cut_by(self._cutoff):
                 return self.setup.run(config)
         except VmUnanswered as exc:
-            if not exc.sent or self._stopped.is_set():
-                raise
-            try:
-                look = READY_POLL_TIMEOUT
-                self._call(
-                    "GET",
-                    "/screenshot",
-                    read=read_png,
-                    retry_if=any_failure,
-                    timeout=look,
-                    seconds=look,
-                )
-            except EnvironmentFailure:
-                raise exc from None
-            raise TaskSetupError(
-                f"{error_text(exc)} (the VM still answers: the step failed, not the VM)"
-            ) from None
+            if exc.sent and not self._stopped.is_set() and self._still_answers():
+                still = "the VM still answers: the step failed, not the VM"
+                raise TaskSetupError(f"{error_text(exc)} ({still})") from None
+            raise
 
     @redacting
     def start_recording(self) -> None:
@@ -433,29 +417,11 @@ class OSWorldServerEnv:
         except NotOk as exc:
             if exc.status != 400:
                 raise
-            self._discard_recording()
+            # Whatever the status (OSWorld's server stops its recorder before answering),
+            # the video is not read: closing the answer drops it.
+            self._end_recording(lambda _: None, self._answer_seconds)
             self._call("POST", "/start_recording", read=bytes)
         self._recording_started = True
-
-    def _discard_recording(self) -> None:
-        """`POST /end_recording` for a recording this client did not start: whatever the
-        status (OSWorld's server stops its recorder before answering), the video is not
-        read; closing the answer drops it."""
-        where = "POST /end_recording"
-        if self._is_closed():
-            raise closed(where)
-        seconds = self._answer_seconds
-        deadline = time.monotonic() + seconds
-        try:
-            with (
-                cut_by(self._cutoff),
-                stream_until(
-                    self._http, "POST", self.base_url + "/end_recording", deadline=deadline
-                ),
-            ):
-                pass
-        except httpx.HTTPError as exc:
-            raise failure(where, exc, deadline=deadline, seconds=seconds) from None
 
     def _start_recording_or_note(self) -> None:
         """`start_recording` at `reset`; one that fails (but for a VM that gives no answer, or a
@@ -463,10 +429,8 @@ class OSWorldServerEnv:
         unrecorded, as OSWorld's controller only logs a failed start."""
         try:
             self.start_recording()
-        except VmUnanswered:
-            raise
         except EnvironmentFailure as exc:
-            if self._stopped.is_set():
+            if self._ends_episode(exc):
                 raise
             self.recording_problem = error_text(exc)
             _logger.warning(
@@ -474,6 +438,26 @@ class OSWorldServerEnv:
                 self.base_url,
                 self.recording_problem,
             )
+
+    def _end_recording(self, take: Callable[[httpx.Response], None], seconds: float) -> None:
+        """`POST /end_recording`, its answer handed to `take`, all within `seconds`."""
+        where = "POST /end_recording"
+        if self._is_closed():
+            raise closed(where)
+        deadline = time.monotonic() + seconds
+        answered = False
+        url = self.base_url + "/end_recording"
+        try:
+            with (
+                cut_by(self._cutoff),
+                stream_until(self._http, "POST", url, deadline=deadline) as response,
+            ):
+                answered = True
+                take(response)
+        except httpx.HTTPError as exc:
+            raise failure(
+                where, exc, deadline=deadline, seconds=seconds, answered=answered
+            ) from None
 
     @redacting
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
@@ -485,32 +469,21 @@ class OSWorldServerEnv:
         """
         target = Path(dest)
         partial = target.with_name(target.name + ".part")
-        deadline = time.monotonic() + TRANSFER_SECONDS
-        where = "POST /end_recording"
-        if self._is_closed():
-            raise closed(where)
-        answered = False
-        try:
-            with (
-                cut_by(self._cutoff),
-                stream_until(
-                    self._http, "POST", self.base_url + "/end_recording", deadline=deadline
-                ) as response,
-            ):
-                answered = True
-                if response.status_code != 200:
-                    raise EnvironmentFailure(f"POST /end_recording: HTTP {response.status_code}")
+
+        def save(response: httpx.Response) -> None:
+            problem = f"HTTP {response.status_code}"
+            if response.status_code == 200:
                 # A fresh file: nothing left at that name (a planted link) is written through.
                 with new_file(partial, EnvironmentFailure, replace=True) as out:
                     limit = self.max_recording_bytes
-                    problem = copy_within(response, out, limit, setting="max_recording_bytes")
-                    if problem is not None:
-                        raise EnvironmentFailure(f"POST /end_recording: the video {problem}")
+                    video = copy_within(response, out, limit, setting="max_recording_bytes")
+                problem = "" if video is None else f"the video {video}"
+            if problem:
+                raise EnvironmentFailure(f"POST /end_recording: {problem}")
+
+        try:
+            self._end_recording(save, TRANSFER_SECONDS)
             partial.replace(target)
-        except httpx.HTTPError as exc:
-            raise failure(
-                where, exc, deadline=deadline, seconds=TRANSFER_SECONDS, answered=answered
-            ) from None
         except OSError as exc:
             raise EnvironmentFailure(f"cannot save the recording to {target}: {exc}") from None
         finally:
@@ -546,8 +519,9 @@ class OSWorldServerEnv:
         computer_13 action the vocabulary refuses runs nothing, and `/execute` answering
         with an error status (OSWorld's server answers 500 for a command that overran) or
         with something unreadable leaves the command's fate unknown; either way the info is
-        `{"error": why}` and the observation shows the desktop as it is. A VM that gives no
-        answer at all (`VmUnanswered`), or an observation that cannot be read, is raised.
+        `{"error": why}` (a custom `client_password` in it redacted) and the observation
+        shows the desktop as it is. A VM that gives no answer at all (`VmUnanswered`), or
+        an observation that cannot be read, is raised.
         """
         word = action_word(action)
         # The reward and the special actions' info are what OSWorld's DesktopEnv.step gives.
@@ -558,23 +532,16 @@ class OSWorldServerEnv:
             return self.observe(), 0, False, {}
         if isinstance(action, str):
             code = action
-        elif isinstance(action, Mapping):
+        else:
             size = self.screen_size
             try:
                 code = computer_13_code(action, screen_size=size)
             except EnvironmentFailure as refused:  # the model's action: nothing runs
                 return self.observe(), 0, False, self._noted(refused)
-        else:
-            raise EnvironmentFailure(
-                f"step: an action is pyautogui code or a computer_13 object, "
-                f"not {type(action).__name__}"
-            )
         try:
             info: dict[str, Any] = {"execute": kept_answer(self.execute(code))}
-        except VmUnanswered:
-            raise
-        except EnvironmentFailure as failed:
-            if self._stopped.is_set():  # the episode is being stopped: no more calls
+        except EnvironmentFailure as failed:  # the command's fate is unknown
+            if self._ends_episode(failed):
                 raise
             info = self._noted(failed)
         if pause:
@@ -611,6 +578,20 @@ class OSWorldServerEnv:
                 self._stopped.set()  # waits between tries end
                 self._cutoff.cut()  # so do the exchanges under way
                 self._http.close()
+
+
+@contextlib.contextmanager
+def _as_revert_failure(what: str) -> Iterator[None]:
+    """Whatever fails inside as a `RevertFailure`: an `EnvironmentFailure`'s words as they are,
+    another exception's after `what`."""
+    try:
+        yield
+    except RevertFailure:
+        raise
+    except EnvironmentFailure as exc:
+        raise RevertFailure(error_text(exc)) from None
+    except Exception as exc:
+        raise RevertFailure(f"{what}: {error_line(exc)}") from exc
 
 
 __all__ = [
