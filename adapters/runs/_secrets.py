@@ -88,7 +88,9 @@ class Redactor:
         its fields and its traceback, and pickles without them."""
         if self.forms:
             for each in _chain(error):
-                each.args = tuple(self.text(arg) if type(arg) is str else arg for arg in each.args)
+                each.args = tuple(
+                    self.text(arg) if isinstance(arg, str) else arg for arg in each.args
+                )
                 if isinstance(each, ModelCallError):  # its words are its `message`
                     each.message = self.text(each.message)
 

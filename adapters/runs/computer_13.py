@@ -53,15 +53,10 @@ def _flatten(action: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
-def action_word(action: object) -> str | None:
+def action_word(action: str | Mapping[str, Any]) -> str | None:
     """WAIT, DONE or FAIL when `action` is that word or `{"action_type": word}`, else None."""
-    if isinstance(action, str):
-        return action if action in SPECIAL_WORDS else None
-    if isinstance(action, Mapping):
-        kind = action.get("action_type")
-        if isinstance(kind, str) and kind in SPECIAL_WORDS:
-            return kind
-    return None
+    kind = action if isinstance(action, str) else action.get("action_type")
+    return kind if kind in SPECIAL_WORDS else None
 
 
 def _num(value: Any) -> str:
@@ -129,9 +124,8 @@ def computer_13_code(
         raise EnvironmentFailure(f"{plain['action_type']} runs no code")
     checked = validate_computer_13(plain, screen_size=screen_size)
     if not is_successful(checked):
-        raise EnvironmentFailure(
-            f"bad computer_13 action {excerpt(plain, 120)}: {checked.failure()}"
-        )
+        quoted = excerpt(plain, 120)
+        raise EnvironmentFailure(f"bad computer_13 action {quoted}: {checked.failure()}")
     return _code(plain)
 
 

@@ -29,9 +29,7 @@ def _observation(value: object, where: str) -> Observation:
     """`value` when it is an observation dict whose screenshot is bytes and tree text, each
     when present; else an `EnvironmentFailure` saying what `where` returned."""
     if not isinstance(value, dict):
-        raise EnvironmentFailure(
-            f"{where} returned {type(value).__name__}, not an observation dict"
-        )
+        raise EnvironmentFailure(f"{where} returned {type(value).__name__}, no observation")
     for key, kinds, noun in _OBSERVED:
         item = value.get(key)
         if not isinstance(item, kinds):
@@ -182,7 +180,7 @@ class DesktopEnvAdapter:
         fail that episode and go on, as OSWorld's runner fails that example; an
         `OsharmError` passes as it is. A computer_13 action the vocabulary refuses is not
         passed on (see the class doc)."""
-        if isinstance(action, Mapping) and action_word(action) is None:
+        if not isinstance(action, str) and action_word(action) is None:
             try:
                 computer_13_code(action, screen_size=self.screen_size)
             except EnvironmentFailure as refused:  # the model's action: nothing runs

@@ -121,8 +121,8 @@ class _InThread:
     @property
     def recording_problem(self) -> str | None:
         """Why the environment's screen recording did not start, if it did not (`OSWorldServerEnv`)."""
-        problem = getattr(self.env, "recording_problem", None)
-        return problem if isinstance(problem, str) else None
+        problem: str | None = getattr(self.env, "recording_problem", None)
+        return problem
 
     async def begin_turn(self) -> Any:
         """The environment's `begin_turn()` (see `ReplayEnv`), in a worker thread."""

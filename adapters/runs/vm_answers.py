@@ -123,10 +123,9 @@ def read_execute_answer(body: bytes) -> dict[str, Any]:
     deeper in the stack, might not take), are refused like text that is not JSON."""
     try:
         answer = strict_loads(body)
-    except _NotFinite as exc:
-        raise EnvironmentFailure(f"POST /execute did not return JSON: {exc.reason}") from None
-    except (ValueError, RecursionError):
-        raise EnvironmentFailure("POST /execute did not return JSON") from None
+    except (ValueError, RecursionError) as exc:  # _NotFinite too: it says which number
+        why = f": {exc.reason}" if isinstance(exc, _NotFinite) else ""
+        raise EnvironmentFailure(f"POST /execute did not return JSON{why}") from None
     if nested_past(answer, MAX_ANSWER_DEPTH):
         raise EnvironmentFailure(f"POST /execute: nested more than {MAX_ANSWER_DEPTH} levels")
     return answer if isinstance(answer, dict) else {"output": answer}

@@ -16,7 +16,7 @@ import httpx
 from adapters._checks import path_argument, positive_int
 from adapters._files import new_file
 from adapters.engine.body import ACCEPT_ENCODING
-from adapters.engine.deadline import Cutoff, cut_by, stream_until
+from adapters.engine.deadline import Cutoff, cut_by
 from adapters.errors import (
     EnvironmentFailure,
     RevertFailure,
@@ -46,11 +46,11 @@ from adapters.runs.vm_http import (
     answer_seconds,
     closed,
     copy_within,
-    failure,
     outlasting_commands,
     seconds_limit,
     stopped,
     vm_answer,
+    vm_exchange,
 )
 from adapters.runs.vm_json import json_body
 from adapters.runs.vm_revert import RevertCommand
@@ -182,9 +182,7 @@ class OSWorldServerEnv:
         check_password("client_password", client_password)
         timeout = seconds_limit("timeout", timeout, high=MAX_TIMEOUT, above_zero=True)
         if not (revert is None or callable(revert)):
-            raise ConfigError(
-                f"revert must be callable (a RevertCommand, say); got {excerpt(revert)}"
-            )
+            raise ConfigError(f"revert must be callable; got {excerpt(revert)}")
         self.revert = revert
         self.ready_timeout = seconds_limit(
             "ready_timeout", ready_timeout, high=MAX_TIMEOUT, above_zero=True
@@ -444,20 +442,16 @@ class OSWorldServerEnv:
         where = "POST /end_recording"
         if self._is_closed():
             raise closed(where)
-        deadline = time.monotonic() + seconds
-        answered = False
         url = self.base_url + "/end_recording"
-        try:
-            with (
-                cut_by(self._cutoff),
-                stream_until(self._http, "POST", url, deadline=deadline) as response,
-            ):
-                answered = True
-                take(response)
-        except httpx.HTTPError as exc:
-            raise failure(
-                where, exc, deadline=deadline, seconds=seconds, answered=answered
-            ) from None
+        with cut_by(self._cutoff):
+            vm_exchange(
+                self._http,
+                "POST",
+                url,
+                lambda answer, _: take(answer),
+                where=where,
+                seconds=seconds,
+            )
 
     @redacting
     def end_recording(self, dest: str | os.PathLike[str]) -> Path:
@@ -586,9 +580,7 @@ def _as_revert_failure(what: str) -> Iterator[None]:
     another exception's after `what`."""
     try:
         yield
-    except RevertFailure:
-        raise
-    except EnvironmentFailure as exc:
+    except EnvironmentFailure as exc:  # a RevertFailure too: its words stay as they are
         raise RevertFailure(error_text(exc)) from None
     except Exception as exc:
         raise RevertFailure(f"{what}: {error_line(exc)}") from exc
