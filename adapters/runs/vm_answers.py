@@ -93,14 +93,20 @@ def png_size(body: bytes) -> tuple[int, int]:
     return size
 
 
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """`body` read as a JSON object, else `None`."""
+    try:
+        answer = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
 def read_tree(body: bytes) -> str | None:
     """The accessibility tree in `GET /accessibility`'s `{"AT": xml}` (null when none)."""
-    try:
-        tree = json.loads(body)["AT"]
-    except (ValueError, KeyError, TypeError, RecursionError):
-        raise EnvironmentFailure('GET /accessibility did not return {"AT": ...}') from None
-    if tree is not None and not isinstance(tree, str):
-        raise EnvironmentFailure("GET /accessibility: 'AT' is not text")
+    tree = (json_object(body) or {}).get("AT", False)
+    if not isinstance(tree, str | None):
+        raise EnvironmentFailure('GET /accessibility did not return {"AT": ...}')
     return tree
 
 
@@ -167,6 +173,7 @@ __all__ = [
     "any_failure",
     "given_screen",
     "is_screen",
+    "json_object",
     "kept_answer",
     "nested_past",
     "png_size",

@@ -58,7 +58,6 @@ names (files OSWorld's evaluators read on the host) are accepted and unused.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import tempfile
@@ -77,6 +76,7 @@ from adapters.engine.deadline import cut_short, stream_until
 from adapters.errors import TaskSetupError
 from adapters.runs import vm_http
 from adapters.runs._secrets import Redactor, redacting
+from adapters.runs.vm_answers import json_object
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
@@ -417,15 +417,6 @@ def fill_placeholders(command: str | list[str], password: str, size: tuple[int, 
     return fill(command) if isinstance(command, str) else [fill(item) for item in command]
 
 
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    """`body` read as a JSON object, else `None`."""
-    try:
-        answer = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return answer if isinstance(answer, dict) else None
-
-
 def _until_met(until: Mapping[str, Any], answer: Mapping[str, Any]) -> bool:
     if "returncode" in until and answer.get("returncode") == until["returncode"]:
         return True
@@ -582,7 +573,7 @@ class ServerSetup:
             answered = self._post(step, "/setup/execute", body=body, command_then=0.0)
             if not until:
                 return
-            answer = _json_object(answered)
+            answer = json_object(answered)
             if answer is None:
                 raise TaskSetupError(f"{step.where}: POST /setup/execute gave no JSON object")
             if _until_met(until, answer):
