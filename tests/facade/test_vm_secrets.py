@@ -17,6 +17,7 @@ from adapters import EnvironmentFailure, OSWorldServerEnv, TaskSetupError
 from adapters.cli import main
 from adapters.runs._secrets import Redactor
 from tests.adapters.loopback import LoopbackServer, Received, Reply
+from tests.facade.test_env_url import _args
 from tests.facade.test_environments import serve_vm
 from tests.strategies import client_passwords
 
@@ -177,28 +178,13 @@ def test_the_cli_failure_line_does_not_show_the_password(
     """`osharm-agent run --client-password` with a setup step that overran: the task's failure
     line, and every file the run wrote, say `[redacted]`."""
     password = PASSWORDS[3]
-    examples = tmp_path / "examples" / "os"
-    examples.mkdir(parents=True)
-    task = {"id": "_sudo", "instruction": "Update", "config": SUDO_STEPS[:1]}
-    (examples / "_sudo.json").write_text(json.dumps(task), encoding="utf-8")
-    (tmp_path / "meta.json").write_text(json.dumps({"os": ["_sudo"]}), encoding="utf-8")
-    script = tmp_path / "replies.jsonl"
-    script.write_text(json.dumps({"response": "DONE"}) + "\n", encoding="utf-8")
-    argv = [
-        "run",
-        "--tasks", str(tmp_path / "meta.json"),
-        "--examples", str(tmp_path / "examples"),
-        "--model", f"replay:{script}",
-        "--observation-type", "a11y_tree",
-        "--action-space", "pyautogui",
-        "--out", str(tmp_path / "results"),
-        "--env-url", echoing.base_url,
-        "--settle", "0",
-        "--client-password", password,
-    ]  # fmt: skip
+    argv = _args(tmp_path, "--env-url", echoing.base_url, "--settle", "0")
+    task = {"id": "_a", "instruction": "Update", "config": SUDO_STEPS[:1]}
+    (tmp_path / "examples" / "os" / "_a.json").write_text(json.dumps(task), encoding="utf-8")
+    argv += ["--client-password", password]
     assert main(argv) == 1  # the task failed
     captured = capsys.readouterr()
-    (line,) = [line for line in captured.out.splitlines() if "[os/_sudo] failed" in line]
+    (line,) = [line for line in captured.out.splitlines() if "[os/_a] failed" in line]
     assert "[redacted]" in line
     for fragment in ("tab", "single", "double"):
         assert fragment not in captured.out + captured.err
