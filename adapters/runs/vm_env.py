@@ -156,6 +156,12 @@ class OSWorldServerEnv:
     a start that fails at `reset` is logged as a warning, kept in
     `recording_problem`, and the episode runs unrecorded, as OSWorld's
     controller only logs it.
+
+    A `client_password` of its own (not OSWorld's default `password`, and of
+    4 characters or more) never appears in what this raises, nor in a step's
+    noted error: the server quotes a command that overran, password and all,
+    so every error leaving a public method has it `[redacted]`, in each form
+    JSON, Python's repr and the shell escape it to (see `adapters.runs._secrets`).
     """
 
     def __init__(

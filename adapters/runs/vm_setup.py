@@ -54,6 +54,11 @@ started on a half-prepared desktop would measure the wrong thing, so here it
 stops.) As in OSWorld, an `execute` whose command exits non-zero is no
 failure unless `until` asks for a return code; its `stdout` / `stderr` file
 names (files OSWorld's evaluators read on the host) are accepted and unused.
+
+A `client_password` of its own (not OSWorld's default, 4 characters or more)
+never appears in what `ServerSetup` raises: the server's answer to a command
+that overran quotes the command, so it is redacted (`adapters.runs._secrets`)
+before it is quoted, and every error leaving `run` or `perform` is scrubbed.
 """
 
 from __future__ import annotations
