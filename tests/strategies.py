@@ -1053,6 +1053,13 @@ download_urls = st.builds(
     st.sampled_from(["", ":8080"]),
 )
 
+#: Client passwords `check_password` takes, long enough to be redacted (4+ characters), made
+#: of what JSON, Python's repr and the shell escape: quotes, backslashes, spaces, non-ASCII
+#: letters and marks, and tabs (tests/facade/test_vm_secrets.py).
+client_passwords = st.text(
+    st.sampled_from("ab9 '\"\\$!%{}éß中©\t"), min_size=4, max_size=16
+).filter(lambda text: text != "password")
+
 
 # --- out-of-range HTTP dates (tests/adapters/test_retry.py, test_limits.py) ------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from returns.result import Failure
+from returns.pipeline import is_successful
 
 from adapters.errors import EnvironmentFailure
 from adapters.providers.computer_use import literal
@@ -53,15 +53,10 @@ def _flatten(action: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
-def action_word(action: object) -> str | None:
+def action_word(action: str | Mapping[str, Any]) -> str | None:
     """WAIT, DONE or FAIL when `action` is that word or `{"action_type": word}`, else None."""
-    if isinstance(action, str):
-        return action if action in SPECIAL_WORDS else None
-    if isinstance(action, Mapping):
-        kind = action.get("action_type")
-        if isinstance(kind, str) and kind in SPECIAL_WORDS:
-            return kind
-    return None
+    kind = action if isinstance(action, str) else action.get("action_type")
+    return kind if kind in SPECIAL_WORDS else None
 
 
 def _num(value: Any) -> str:
@@ -124,18 +119,13 @@ def computer_13_code(
     >>> print(computer_13_code({"action_type": "HOTKEY", "keys": ["ctrl", "c"]}))
     pyautogui.hotkey('ctrl', 'c')
     """
-    if not isinstance(action, Mapping):
-        raise EnvironmentFailure(
-            f"computer_13 action must be a JSON object, got {type(action).__name__}"
-        )
     plain = _flatten(action)
     if action_word(plain) is not None:
         raise EnvironmentFailure(f"{plain['action_type']} runs no code")
     checked = validate_computer_13(plain, screen_size=screen_size)
-    if isinstance(checked, Failure):
-        raise EnvironmentFailure(
-            f"bad computer_13 action {excerpt(plain, 120)}: {checked.failure()}"
-        )
+    if not is_successful(checked):
+        quoted = excerpt(plain, 120)
+        raise EnvironmentFailure(f"bad computer_13 action {quoted}: {checked.failure()}")
     return _code(plain)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TypeVar
 
 import httpx
 
@@ -28,6 +28,8 @@ from adapters.errors import (
 )
 from osharm_core import ConfigError
 from osharm_core.errors import excerpt, is_finite_number
+
+_T = TypeVar("_T")
 
 #: The largest answer accepted from a VM's server (a 4K screenshot is ~20 MB): 64 MiB.
 DEFAULT_MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
@@ -158,13 +160,33 @@ def vm_answer(
     """The status and body of `method url`, read within `limit` bytes and `seconds` in all
     (from the request's start: connecting, headers and body); `where` names the call in any
     `EnvironmentFailure`. The thread's `Cutoff` (`cut_by`) ends it at once."""
+
+    def read(response: httpx.Response, deadline: float) -> tuple[int, bytes]:
+        body = _read(response, limit=limit, deadline=deadline, setting="max_answer_bytes")
+        return response.status_code, body
+
+    return vm_exchange(http, method, url, read, where=where, seconds=seconds, **kwargs)
+
+
+def vm_exchange(
+    http: httpx.Client,
+    method: str,
+    url: str,
+    take: Callable[[httpx.Response, float], _T],
+    *,
+    where: str,
+    seconds: float,
+    **kwargs: Any,
+) -> _T:
+    """`take(response, deadline)` of the answer to `method url` streaming in, all of it
+    within `seconds` of the request's start (the `deadline`); `where` names the call in
+    any `EnvironmentFailure` (see `failure`), and `take` may raise one of its own."""
     deadline = time.monotonic() + seconds
     answered = False
     try:
         with stream_until(http, method, url, deadline=deadline, **kwargs) as response:
             answered = True
-            body = _read(response, limit=limit, deadline=deadline, setting="max_answer_bytes")
-            return response.status_code, body
+            return take(response, deadline)
     except (httpx.HTTPError, httpx.InvalidURL, ModelCallError) as exc:
         raise failure(where, exc, deadline=deadline, seconds=seconds, answered=answered) from None
     except RuntimeError:
@@ -232,4 +254,5 @@ __all__ = [
     "seconds_limit",
     "stopped",
     "vm_answer",
+    "vm_exchange",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -26,11 +27,10 @@ import time
 from typing import IO, Final
 
 import attrs
+from attrs.validators import gt, instance_of, le, matches_re, not_
 
 from adapters.errors import RevertFailure
-from adapters.runs.vm_http import seconds_limit
-from osharm_core import ConfigError
-from osharm_core.errors import excerpt
+from osharm_core.errors import excerpt, refusing
 
 #: How long a revert command may run before it is killed: 10 minutes.
 DEFAULT_REVERT_TIMEOUT: Final = 600.0
@@ -38,13 +38,17 @@ DEFAULT_REVERT_TIMEOUT: Final = 600.0
 _OUTPUT_TAIL: Final = 2000
 
 
-def _timeout(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
-    seconds_limit(attribute.name, value, high=86400, above_zero=True)
-
-
-def _command(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{attribute.name} must be a non-empty shell command; got {value!r}")
+#: What `RevertCommand.command` and `.timeout` must be.
+_SHELL_COMMAND: Final = refusing(
+    "a non-empty shell command", instance_of(str), matches_re(r"\s*\S.*", re.DOTALL)
+)
+_SECONDS: Final = refusing(
+    "a number of seconds in (0, 86400]",
+    not_(instance_of(bool)),
+    instance_of((int, float)),
+    gt(0),
+    le(86400),
+)
 
 
 @attrs.frozen
@@ -57,10 +61,10 @@ class RevertCommand:
     pickles), so a Ray worker can run it on its own node.
     """
 
-    command: str = attrs.field(validator=_command)
+    command: str = attrs.field(validator=_SHELL_COMMAND)
     vm_url: str = ""
     vm_index: int = 0
-    timeout: float = attrs.field(default=DEFAULT_REVERT_TIMEOUT, validator=_timeout)
+    timeout: float = attrs.field(default=DEFAULT_REVERT_TIMEOUT, validator=_SECONDS)
 
     def __call__(self, cancel: threading.Event | None = None) -> None:
         """Run the command; a `RevertFailure` when it cannot start, fails or overruns,
@@ -89,17 +93,15 @@ class RevertCommand:
             except BaseException:  # an interrupt in this thread: the command goes too
                 _kill_session(process)
                 raise
-            if status is _OVERRUN:
-                raise RevertFailure(
-                    f"{named} did not finish within {self.timeout:g} s; it was killed"
-                )
-            if status is _CANCELLED:
-                raise RevertFailure(f"{named} was killed: its episode was stopped")
-            if status != 0:
-                said = _tail(output)
-                raise RevertFailure(
-                    f"{named} exited with status {status}" + (f"; it said: {said}" if said else "")
-                )
+            if status == 0:
+                return
+            endings: dict[int | str, str] = {
+                _OVERRUN: f"did not finish within {self.timeout:g} s; it was killed",
+                _CANCELLED: "was killed: its episode was stopped",
+            }
+            said = _tail(output)
+            ending = endings.get(status, f"exited with status {status}")
+            raise RevertFailure(f"{named} {ending}" + (f"; it said: {said}" if said else ""))
 
 
 _OVERRUN: Final = "overrun"

@@ -54,24 +54,34 @@ started on a half-prepared desktop would measure the wrong thing, so here it
 stops.) As in OSWorld, an `execute` whose command exits non-zero is no
 failure unless `until` asks for a return code; its `stdout` / `stderr` file
 names (files OSWorld's evaluators read on the host) are accepted and unused.
+
+A `client_password` of its own (not OSWorld's default, 4 characters or more)
+never appears in what `ServerSetup` raises: the server's answer to a command
+that overran quotes the command, so it is redacted (`adapters.runs._secrets`)
+before it is quoted, and every error leaving `run` or `perform` is scrubbed.
 """
 
 from __future__ import annotations
 
-import json
 import math
+import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, Any, Final
+from types import UnionType
+from typing import IO, Any, Final, cast
 
 import attrs
 import httpx
+from returns.pipeline import is_successful
+from returns.result import Failure, Result, Success
 
 from adapters.engine.body import ACCEPT_ENCODING
 from adapters.engine.deadline import cut_short, stream_until
 from adapters.errors import TaskSetupError
 from adapters.runs import vm_http
+from adapters.runs._secrets import Redactor, redacting
+from adapters.runs.vm_answers import json_object
 from adapters.runs.vm_http import (
     DEFAULT_MAX_ANSWER_BYTES,
     TRANSFER_SECONDS,
@@ -124,41 +134,65 @@ UNTIL_INTERVAL: Final = 0.3
 #: How long `open` may wait for its window: the server's own 1800 s limit, and a margin.
 OPEN_TIMEOUT: Final = 1810.0
 UPLOAD_TIMEOUT: Final = 600.0
-DOWNLOAD_TRIES: Final = 3
 #: Seconds waited before the second and the third try of a download that failed (a 5xx or
 #: a broken connection): a busy file server gets a moment instead of three requests at once.
 DOWNLOAD_WAITS: Final = (2.0, 5.0)
+DOWNLOAD_TRIES: Final = 1 + len(DOWNLOAD_WAITS)
 
 _REQUIRED: Final = object()
+#: What a `download` file's VM path cannot hold: UTF-8 (its multipart form field) has no
+#: code for a surrogate (a lone one, from a file name read with `surrogateescape`).
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+#: A parameter's checker: `None` when the value will do, else what is wrong with it.
+Checker = Callable[[object], "str | None"]
 
 
 def _kind(value: object) -> str:
     return type(value).__name__
 
 
+def _typed(value: object, want: type | UnionType, noun: str) -> str | None:
+    """`None` when `value` is a `want` (a bool only where bool is wanted: JSON's `true` is
+    no number), else that `noun` was expected and what came instead."""
+    if isinstance(value, want) and (want is bool or not isinstance(value, bool)):
+        return None
+    return f"expected {noun}, got {_kind(value)} {excerpt(value)}"
+
+
+def _at(place: str, problem: str | None) -> str | None:
+    """`problem` as said of `place` (a field, `[index]`, `.name`), or `None`."""
+    if problem is None:
+        return None
+    return place + ("" if problem[0] in "[." else ": ") + problem
+
+
+def _items(values: list[Any], check: Checker) -> str | None:
+    """The first problem `check` finds in `values`, at its `[index]`."""
+    return next(filter(None, (_at(f"[{i}]", check(v)) for i, v in enumerate(values))), None)
+
+
 def _text(value: object) -> str | None:
-    if not isinstance(value, str) or not value:
-        return f"expected a non-empty string, got {_kind(value)} {excerpt(value)}"
-    return None
+    if value == "":
+        return "expected a non-empty string, got ''"
+    return _typed(value, str, "a non-empty string")
 
 
 def _any_text(value: object) -> str | None:
-    return None if isinstance(value, str) else f"expected a string, got {_kind(value)}"
+    return _typed(value, str, "a string")
 
 
 def _bool(value: object) -> str | None:
-    return None if isinstance(value, bool) else f"expected true or false, got {excerpt(value)}"
+    return _typed(value, bool, "true or false")
 
 
 def _command(value: object) -> str | None:
     if isinstance(value, str):
         return None if value.strip() else "expected a command, got an empty string"
-    if not isinstance(value, list) or not value:
-        return f"expected a string or a non-empty list of strings, got {excerpt(value)}"
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            return f"[{index}]: expected a string, got {_kind(item)} {excerpt(item)}"
-    return None
+    if value == []:
+        return "expected a string or a non-empty list of strings, got []"
+    problem = _typed(value, list, "a string or a non-empty list of strings")
+    return problem or _items(cast("list[object]", value), _any_text)
 
 
 def _number(value: object, high: float) -> str | None:
@@ -178,14 +212,16 @@ def _wait_seconds(value: object) -> str | None:
 
 
 def _fields(value: object, kinds: Mapping[str, type]) -> str | None:
+    """`None` when `value` is an object whose fields are among `kinds`, each of its type."""
     if not isinstance(value, dict):
         return f"expected an object, got {_kind(value)} {excerpt(value)}"
     for name, item in value.items():
         want = kinds.get(name)
         if want is None:
             return f"unknown field {excerpt(name)}; known: {', '.join(kinds)}"
-        if isinstance(item, bool) or not isinstance(item, want):
-            return f"{name}: expected {want.__name__}, got {_kind(item)} {excerpt(item)}"
+        problem = _at(name, _typed(item, want, want.__name__))
+        if problem is not None:
+            return problem
     return None
 
 
@@ -200,45 +236,43 @@ def _verification(value: object) -> str | None:
 
 
 def _files(value: object) -> str | None:
-    if not isinstance(value, list) or not value:
-        return f"expected a non-empty list of {{url, path}} objects, got {excerpt(value)}"
-    for index, item in enumerate(value):
-        if not isinstance(item, dict) or set(item) != {"url", "path"}:
-            return f"[{index}]: expected an object with exactly url and path, got {excerpt(item)}"
-        for name in ("url", "path"):
-            problem = _text(item[name])
-            if problem is not None:
-                return f"[{index}].{name}: {problem}"
-        try:  # the VM path travels in a multipart form field, which is UTF-8 text
-            item["path"].encode("utf-8")
-        except UnicodeEncodeError:
-            return f"[{index}].path: holds a lone surrogate, which the upload cannot carry"
-        problem = _url(item["url"])
-        if problem is not None:
-            return f"[{index}].url: {problem}: {excerpt(item['url'])}"
-    return None
+    if value == []:
+        return "expected a non-empty list of {url, path} objects, got []"
+    problem = _typed(value, list, "a non-empty list of {url, path} objects")
+    return problem or _items(cast("list[object]", value), _file)
 
 
-def _url(url: str) -> str | None:
+def _file(item: object) -> str | None:
+    """What is wrong with one `{url, path}` object of a download's `files`, or `None`."""
+    if not isinstance(item, dict) or set(item) != {"url", "path"}:
+        return f"expected an object with exactly url and path, got {excerpt(item)}"
+    path = item["path"]
+    problem = _at(".url", _url(item["url"])) or _at(".path", _text(path))
+    if problem is None and _SURROGATE.search(path):
+        return ".path: holds a lone surrogate, which the upload cannot carry"
+    return problem
+
+
+def _url(url: object) -> str | None:
     """What keeps `url` from being fetched, found before anything is sent, or `None`."""
+    problem = _text(url)
+    if problem is not None:
+        return problem
     try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        return "not an http(s) URL"
-    if parsed.scheme not in ("http", "https"):
-        return "not an http(s) URL"
-    try:
+        parsed = httpx.URL(cast(str, url))  # a str: `_text` saw to it
+        if parsed.scheme not in ("http", "https"):
+            return f"not an http(s) URL: {excerpt(url)}"
         # httpx decodes an `xn--` label here and the socket layer IDNA-encodes the host
         # to look it up: either refuses a label over 63 characters, an empty or a malformed one.
         if not parsed.host:
-            return "no host name"
+            return f"no host name: {excerpt(url)}"
         parsed.raw_host.decode("ascii").encode("idna")
     except UnicodeError as exc:  # IDNAError and UnicodeDecodeError are UnicodeErrors
-        return f"a host name that cannot be looked up ({exc})"
+        return f"a host name that cannot be looked up ({exc}): {excerpt(url)}"
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return f"not an http(s) URL: {excerpt(url)}"
     return None
 
-
-Checker = Callable[[object], "str | None"]
 
 _COMMAND: Final[dict[str, tuple[Checker, object]]] = {
     "command": (_command, _REQUIRED),
@@ -287,43 +321,61 @@ class SetupStep:
         return f"setup config[{self.index}] ({self.kind})"
 
 
-def _step(index: int, raw: object) -> SetupStep:
+def _step(index: int, raw: object) -> Result[SetupStep, str]:
+    """The checked step `config[index]`, or what is wrong with it, its place named."""
     where = f"setup config[{index}]"
     if not isinstance(raw, dict):
-        raise TaskSetupError(f"{where}: expected an object, got {_kind(raw)} {excerpt(raw)}")
+        return Failure(f"{where}: expected an object, got {_kind(raw)} {excerpt(raw)}")
     kind = raw.get("type")
     if not isinstance(kind, str):
-        raise TaskSetupError(f"{where}.type: expected a string, got {excerpt(kind)}")
+        return Failure(f"{where}.type: expected a string, got {excerpt(kind)}")
     where = f"{where} ({kind})"
     extra = sorted(set(raw) - {"type", "parameters"}, key=str)
-    if extra:
-        raise TaskSetupError(f"{where}: unknown field {excerpt(extra[0])}")
     params = raw.get("parameters")
+    spec = _PARAMS["execute" if kind == "command" else kind]
+    if extra:
+        return Failure(f"{where}: unknown field {excerpt(extra[0])}")
     if not isinstance(params, dict):
-        raise TaskSetupError(
+        return Failure(
             f"{where}.parameters: expected an object, got {_kind(params)} {excerpt(params)}"
         )
-    kind = "execute" if kind == "command" else kind
-    spec = _PARAMS[kind]
-    for name in params:
-        if name not in spec:
-            raise TaskSetupError(
-                f"{where}.parameters: unknown parameter {excerpt(name)}; "
-                f"{raw['type']} takes {', '.join(spec)}"
-            )
+    unknown = [name for name in params if name not in spec]
+    if unknown:
+        takes = f"{kind} takes {', '.join(spec)}"
+        return Failure(f"{where}.parameters: unknown parameter {excerpt(unknown[0])}; {takes}")
     filled: dict[str, Any] = {}
     for name, (check, default) in spec.items():
-        if name not in params:
-            if default is _REQUIRED:
-                raise TaskSetupError(f"{where}.parameters.{name}: missing")
-            filled[name] = default
-            continue
-        problem = check(params[name])
+        if name in params:
+            problem = check(params[name])
+        else:
+            problem = "missing" if default is _REQUIRED else None
         if problem is not None:
-            sep = "" if problem.startswith("[") else ": "
-            raise TaskSetupError(f"{where}.parameters.{name}{sep}{problem}")
-        filled[name] = params[name]
-    return SetupStep(index, raw["type"], filled)
+            return Failure(f"{where}.parameters.{_at(name, problem)}")
+        filled[name] = params.get(name, default)
+    return Success(SetupStep(index, kind, filled))
+
+
+def _unrunnable(config: object) -> str | None:
+    """What keeps a whole `config` from being planned: it is no list, or it has steps of
+    types the VM server cannot perform (all named at once), or of unknown types."""
+    if not isinstance(config, list):
+        return f"setup config: expected a list of steps, got {_kind(config)} {excerpt(config)}"
+    typed = (step.get("type") for step in config if isinstance(step, dict))
+    kinds: set[str] = {kind for kind in typed if isinstance(kind, str)}
+    host_side = sorted(kinds & set(HOST_SIDE_SETUP_TYPES))
+    unknown = sorted(kinds - set(_PARAMS) - {"command"})
+    if host_side:
+        needs = "; ".join(f"{k} needs {HOST_SIDE_SETUP_TYPES[k]}" for k in host_side)
+        return (
+            f"task setup uses steps the VM server cannot perform ({needs}); "
+            "run the task through OSWorld's DesktopEnv (DesktopEnvAdapter)"
+        )
+    if unknown:
+        return (
+            f"task setup has unknown step types ({', '.join(map(excerpt, unknown))}); "
+            f"known: {', '.join(SERVER_SETUP_TYPES)}"
+        )
+    return None
 
 
 def plan_setup(config: object) -> tuple[SetupStep, ...]:
@@ -338,27 +390,13 @@ def plan_setup(config: object) -> tuple[SetupStep, ...]:
     """
     if config is None:
         return ()
-    if not isinstance(config, list):
-        raise TaskSetupError(
-            f"setup config: expected a list of steps, got {_kind(config)} {excerpt(config)}"
-        )
-    kinds = [step.get("type") if isinstance(step, dict) else None for step in config]
-    host_side = sorted({k for k in kinds if isinstance(k, str) and k in HOST_SIDE_SETUP_TYPES})
-    if host_side:
-        needs = "; ".join(f"{k} needs {HOST_SIDE_SETUP_TYPES[k]}" for k in host_side)
-        raise TaskSetupError(
-            f"task setup uses steps the VM server cannot perform ({needs}); "
-            "run the task through OSWorld's DesktopEnv (DesktopEnvAdapter)"
-        )
-    unknown = sorted(
-        {k for k in kinds if isinstance(k, str) and k not in _PARAMS and k != "command"}
-    )
-    if unknown:
-        raise TaskSetupError(
-            f"task setup has unknown step types ({', '.join(map(excerpt, unknown))}); "
-            f"known: {', '.join(SERVER_SETUP_TYPES)}"
-        )
-    return tuple(_step(index, raw) for index, raw in enumerate(config))
+    problem = _unrunnable(config)
+    steps = [] if problem else cast("list[object]", config)
+    planned = [_step(index, raw) for index, raw in enumerate(steps)]
+    problem = problem or next((p.failure() for p in planned if not is_successful(p)), None)
+    if problem is not None:
+        raise TaskSetupError(problem)
+    return tuple(step.unwrap() for step in planned)
 
 
 def fill_placeholders(command: str | list[str], password: str, size: tuple[int, int]) -> Any:
@@ -387,10 +425,8 @@ def fill_placeholders(command: str | list[str], password: str, size: tuple[int, 
 def _until_met(until: Mapping[str, Any], answer: Mapping[str, Any]) -> bool:
     if "returncode" in until and answer.get("returncode") == until["returncode"]:
         return True
-    output, error = answer.get("output"), answer.get("error")
-    if "stdout" in until and isinstance(output, str) and until["stdout"] in output:
-        return True
-    return "stderr" in until and isinstance(error, str) and until["stderr"] in error
+    said = {"stdout": answer.get("output"), "stderr": answer.get("error")}
+    return any(isinstance(text, str) and until[k] in text for k, text in said.items() if k in until)
 
 
 class ServerSetup:
@@ -418,6 +454,10 @@ class ServerSetup:
         self.max_download_bytes = max_download_bytes
         self.max_answer_bytes = max_answer_bytes
         self.client_password = check_password("client_password", client_password)
+        #: Keeps a password of its own out of every error (OSWorld's default is no secret).
+        self.redactor = Redactor.of(client_password)
+        if client_password == DEFAULT_CLIENT_PASSWORD:
+            self.redactor = Redactor()
         #: The VM's screen size, for the `{SCREEN_...}` placeholders (asked only when used).
         self.screen: Callable[[], tuple[int, int]]
         if callable(screen_size):
@@ -430,6 +470,7 @@ class ServerSetup:
         self._downloads = download_client
         self._own_downloads = download_client is None
 
+    @redacting
     def run(self, config: object) -> int:
         """Check `config`, then perform its steps in order; how many ran."""
         steps = plan_setup(config)
@@ -437,6 +478,7 @@ class ServerSetup:
             self.perform(step)
         return len(steps)
 
+    @redacting
     def perform(self, step: SetupStep) -> None:
         """Perform one checked step."""
         p = step.params
@@ -516,7 +558,9 @@ class ServerSetup:
             **extra,
         )
         if status != 200:
-            detail = body.decode("utf-8", "replace").strip()
+            # The server's words can quote the command, password and all (a 500 for a command
+            # that overran): it is left out before they are cut to length.
+            detail = self.redactor.text(body.decode("utf-8", "replace")).strip()
             tail = f": {excerpt(detail, 200)}" if detail else ""
             raise TaskSetupError(f"{where}: HTTP {status}{tail}")
         return body
@@ -534,22 +578,15 @@ class ServerSetup:
             answered = self._post(step, "/setup/execute", body=body, command_then=0.0)
             if not until:
                 return
-            try:
-                answer = json.loads(answered)
-            except (ValueError, RecursionError):
-                answer = None
-            if not isinstance(answer, dict):
-                raise TaskSetupError(
-                    f"{step.where}: POST /setup/execute did not return a JSON object"
-                )
+            answer = json_object(answered)
+            if answer is None:
+                raise TaskSetupError(f"{step.where}: POST /setup/execute gave no JSON object")
             if _until_met(until, answer):
                 return
             if attempt + 1 < MAX_UNTIL_TRIES:
                 self._sleep(UNTIL_INTERVAL)
-        raise TaskSetupError(
-            f"{step.where}: POST /setup/execute: the answer never met until={excerpt(until)} "
-            f"in {MAX_UNTIL_TRIES} tries"
-        )
+        never = f"the answer never met until={excerpt(until)} in {MAX_UNTIL_TRIES} tries"
+        raise TaskSetupError(f"{step.where}: POST /setup/execute: {never}")
 
     def _download(self, step: SetupStep, url: str, path: str) -> None:
         with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
@@ -578,39 +615,43 @@ class ServerSetup:
         """Stream `url` into `out` (tried again after `DOWNLOAD_WAITS` on connection errors and
         5xx answers), each try whole within `TRANSFER_SECONDS`, headers included."""
         where = f"{step.where}: GET {excerpt(url, 200)}"
-        problem = ""
-        for attempt in range(DOWNLOAD_TRIES):
-            if attempt:
-                self._sleep(DOWNLOAD_WAITS[attempt - 1])
-            out.seek(0)
-            out.truncate()
-            deadline = time.monotonic() + TRANSFER_SECONDS
-            try:
-                with stream_until(self._client(), "GET", url, deadline=deadline) as response:
-                    if response.status_code != 200:
-                        problem = f"HTTP {response.status_code}"
-                        if response.status_code < 500:
-                            break
-                        continue
-                    limit = self.max_download_bytes
-                    failed = copy_within(response, out, limit, setting="max_download_bytes")
-                    if failed is not None:
-                        raise TaskSetupError(f"{where}: the file {failed}")
-                    return
-            except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
-                if cut_short():
-                    raise stopped(where) from None
-                if isinstance(exc, UnicodeError | httpx.InvalidURL | httpx.UnsupportedProtocol):
-                    # A host name (the URL's, or a redirect's) IDNA cannot encode, or a redirect
-                    # to something that is no http(s) URL (`file://`): trying again cannot help.
-                    host = " (its host, or a redirect's)" if isinstance(exc, UnicodeError) else ""
-                    raise TaskSetupError(f"{where}{host}: {type(exc).__name__}: {exc}") from None
-                if time.monotonic() >= deadline:
-                    raise TaskSetupError(
-                        f"{where}: the file did not arrive within {TRANSFER_SECONDS:g} s"
-                    ) from None
-                problem = f"{type(exc).__name__}: {exc}"
-        raise TaskSetupError(f"{where}: {problem}")
+        for wait in (0.0, *DOWNLOAD_WAITS):
+            if wait:
+                self._sleep(wait)
+            problem, again = self._fetch_once(url, out, where)
+            if problem is None:
+                return
+            if not again:
+                break
+        raise TaskSetupError(f"{where}{problem}")
+
+    def _fetch_once(self, url: str, out: IO[bytes], where: str) -> tuple[str | None, bool]:
+        """One try of `_fetch`: `None` when the file is in `out`, else what went wrong (as the
+        end of the error naming `where`) and whether another try may pass."""
+        out.seek(0)
+        out.truncate()
+        deadline = time.monotonic() + TRANSFER_SECONDS
+        try:
+            with stream_until(self._client(), "GET", url, deadline=deadline) as response:
+                status = response.status_code
+                if status != 200:
+                    return f": HTTP {status}", status >= 500
+                limit = self.max_download_bytes
+                failed = copy_within(response, out, limit, setting="max_download_bytes")
+                return (None if failed is None else f": the file {failed}"), False
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+            if cut_short():
+                raise stopped(where) from None
+            what = f": {type(exc).__name__}: {exc}"
+            # A host name (the URL's, or a redirect's) IDNA cannot encode, or a redirect to
+            # something that is no http(s) URL (`file://`): trying again cannot help.
+            if isinstance(exc, UnicodeError):
+                return f" (its host, or a redirect's){what}", False
+            if isinstance(exc, httpx.InvalidURL | httpx.UnsupportedProtocol):
+                return what, False
+            if time.monotonic() >= deadline:
+                return f": the file did not arrive within {TRANSFER_SECONDS:g} s", False
+            return what, True
 
 
 __all__ = [

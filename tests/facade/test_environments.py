@@ -24,7 +24,7 @@ from adapters import (
 )
 from adapters.agent import PromptAgent
 from adapters.errors import TrajectoryExistsError
-from adapters.runs import load_task_list, run_task_list
+from adapters.runs import load_task_list, run_task_list, vm_http
 from adapters.runs.environments import PYAUTOGUI_PREFIX
 from adapters.runs.episode import run_episode
 from adapters.runs.vm_http import VmUnanswered
@@ -485,7 +485,7 @@ def test_reads_are_tried_again_and_commands_only_when_they_cannot_have_run(
     failure; a command is sent again after a refusal (non-200) or a connection that never
     opened, never after one that broke or timed out once sent (it may have run)."""
     # A command's answer is awaited longer than the server lets it run (120 s); 1 s here.
-    monkeypatch.setattr("adapters.runs.vm_http.COMMAND_SECONDS", 1.0)
+    monkeypatch.setattr(vm_http, "COMMAND_SECONDS", 1.0)  # the module object in use
     env = OSWorldServerEnv(vm_server.base_url, timeout=2.0, retry_wait=0)
 
     def count(path: str) -> int:

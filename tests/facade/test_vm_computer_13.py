@@ -97,17 +97,6 @@ def test_bad_computer_13_actions_are_reported_and_nothing_runs(
     assert [r.path for r in vm.requests] == ["/screenshot", "/screenshot", "/accessibility"]
 
 
-def test_an_action_of_no_known_shape_is_an_environment_failure(vm: LoopbackServer) -> None:
-    """Not a model's reply (the agent gives code or objects): an agent's bug, raised."""
-    env, _ = _env(vm)
-    with pytest.raises(
-        EnvironmentFailure, match="pyautogui code or a computer_13 object, not list"
-    ):
-        env.step(["CLICK"])  # type: ignore[arg-type]
-    env.close()
-    assert vm.requests == []
-
-
 def _typed_text(code: str) -> str:
     (statement,) = ast.parse(code).body
     assert isinstance(statement, ast.Expr)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from adapters import EnvironmentFailure, OSWorldServerEnv, TaskSetupError
 from adapters.agent import PromptAgent
 from adapters.cli import main
-from adapters.runs import OsworldTask, run_task_list
+from adapters.runs import OsworldTask, run_task_list, vm_http
 from adapters.runs.environments import PYAUTOGUI_PREFIX
 from adapters.runs.episode import stops_run as _stops_run
 from adapters.runs.vm_http import VmUnanswered
@@ -597,7 +597,7 @@ def test_a_setup_command_that_overruns_fails_its_task_with_the_server_s_answer(
 ) -> None:
     """The client's read timeout (1 s here) is shorter than the server's command limit (2 s
     here; 120 s in OSWorld): the server's 500 still arrives, and fails only the task."""
-    monkeypatch.setattr("adapters.runs.vm_http.COMMAND_SECONDS", 2.0)
+    monkeypatch.setattr(vm_http, "COMMAND_SECONDS", 2.0)  # the module object in use
     overrun = {"status": "error", "message": "Command timed out after 120 seconds."}
     vm.route("POST", "/setup/execute", lambda _: Reply(500, overrun, delay=1.5))
     env = OSWorldServerEnv(vm.base_url, timeout=1.0, settle=0)
