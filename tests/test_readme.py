@@ -9,6 +9,10 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The README and the pages of docs/, where its reference sections moved.
+DOCS = "\n".join(
+    [README, *(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))]
+)
 
 
 def _python_blocks(text: str) -> list[str]:
@@ -61,9 +65,10 @@ def test_quick_start_quotes_its_own_summary(
 
 
 def test_rate_limiter_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shared rate limiter example imports what it uses and gives every client the limiter
-    (it named `REGISTRY` without importing it, from where `adapters` does not export it)."""
-    block = next(b for b in _python_blocks(README) if "RateLimiter(" in b)
+    """The shared rate limiter example (docs/many-episodes.md) imports what it uses and gives every
+    client the limiter (it named `REGISTRY` without importing it, from where `adapters` does not
+    export it)."""
+    block = next(b for b in _python_blocks(DOCS) if "RateLimiter(" in b)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-example")
     names: dict[str, object] = {}
     exec(compile(block, "README.md", "exec"), names)

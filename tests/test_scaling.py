@@ -152,10 +152,10 @@ def test_native_scaling_sends_todays_bytes() -> None:
 
 
 def test_the_readme_frames_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's frames example prints the frame and the click mapped to the screen."""
-    from tests.test_readme import README, ROOT, _python_blocks
+    """The frames example (docs/frames-and-budgets.md) prints the frame and the click mapped to the screen."""
+    from tests.test_readme import DOCS, ROOT, _python_blocks
 
-    block = next(b for b in _python_blocks(README) if 'scaling="claude"' in b)
+    block = next(b for b in _python_blocks(DOCS) if 'scaling="claude"' in b)
     cwd = Path.cwd()
     os.chdir(ROOT)
     try:
