@@ -345,7 +345,11 @@ def replay_source(model: str) -> Path | None:
 
 
 def model_client(
-    args: argparse.Namespace, model: str | None = None, *, limiter: Limiter | None = None
+    args: argparse.Namespace,
+    model: str | None = None,
+    *,
+    limiter: Limiter | None = None,
+    max_connections: int | None = None,
 ) -> ModelClient:
     """The client for `model` (default --model), with --base-url and the key --api-key-env names."""
     api_key = None
@@ -360,7 +364,11 @@ def model_client(
         check_key(api_key, f"{args.api_key_env} (--api-key-env)", provider=model or args.model)
     try:
         return REGISTRY.client_for(
-            model or args.model, base_url=args.base_url, api_key=api_key, limiter=limiter
+            model or args.model,
+            base_url=args.base_url,
+            api_key=api_key,
+            limiter=limiter,
+            max_connections=max_connections,
         )
     except ConfigurationError as exc:
         raise ConfigurationError(option_words(str(exc))) from None
@@ -375,8 +383,9 @@ class ModelClients:
     empty there (clients stay in the process that made them).
     """
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, *, max_connections: int | None = None) -> None:
         self._args = args
+        self._max_connections = max_connections
         self._kept: dict[tuple[str, int], HttpModelClient] = {}
 
     def get(self, model: str | None = None, *, limiter: Limiter | None = None) -> ModelClient:
@@ -386,7 +395,9 @@ class ModelClients:
         kept = self._kept.get(key)
         if kept is not None:
             return kept
-        client = model_client(self._args, name, limiter=limiter)
+        client = model_client(
+            self._args, name, limiter=limiter, max_connections=self._max_connections
+        )
         if isinstance(client, HttpModelClient):  # it holds no episode's state
             self._kept[key] = client
         return client
@@ -404,7 +415,8 @@ class ModelClients:
             await client.aclose()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"args": self._args}
+        return {"args": self._args, "max_connections": self._max_connections}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._args, self._kept = state["args"], {}
+        self._max_connections = state.get("max_connections")

@@ -17,12 +17,13 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 import httpx
 
 from adapters._wire import printable
+from adapters.accounting.budget import Budget
 from adapters.agent import PromptAgent
 from adapters.cli._budget import add_budget_options, run_budget, usage_summary
 from adapters.cli._inputs import (
@@ -34,8 +35,9 @@ from adapters.cli._inputs import (
     positive_count,
     replay_source,
 )
-from adapters.cli._output import one_line
+from adapters.cli._output import PROG, one_line
 from adapters.cli._run import check_out, overlap, refuse_out
+from adapters.engine import MODEL_CALL_CPU_SECONDS, calls_in_flight, connections_for
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
 from adapters.runs.environments import (
@@ -480,6 +482,14 @@ def _cpus_per_worker(args: argparse.Namespace) -> float:
     return float(cpus)
 
 
+#: The CPU one process spends on each episode step besides the model call (its prompt, its
+#: record), measured by `tests/benchmarks/test_bench_in_flight.py`: with the call's own, what
+#: bounds how many episodes one process keeps busy at a given model latency.
+STEP_CPU_SECONDS: Final = 0.012
+#: The model latency (seconds) the one-process hint assumes.
+TYPICAL_LATENCY: Final = 5.0
+
+
 def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
     """`run-tasks --tasks META.json`; the exit status (1 when an episode failed)."""
     config = agent_config(args)
@@ -494,9 +504,17 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--episode-timeout takes a number of seconds above 0; got {timeout:g}")
     cpus = _cpus_per_worker(args)
     factories = _env_factories(args, config)
-    limiter = _rate_limiter(args)
     tasks = load_task_list(args.task_list, args.examples, domain=args.domain)
     _check_replay_sources(args, config, tasks)
+    one_process = calls_in_flight(TYPICAL_LATENCY, MODEL_CALL_CPU_SECONDS + STEP_CPU_SECONDS)
+    if args.ray is None and args.workers > one_process:
+        print(
+            f"{PROG}: note: one process keeps about {one_process} episodes busy at a "
+            f"{TYPICAL_LATENCY:g} s model latency before its own CPU is the limit; "
+            f"--workers {args.workers} past that waits on it: --ray spreads episodes over "
+            "processes",
+            file=sys.stderr,
+        )
 
     def report(outcome: TaskOutcome) -> None:
         score = "" if outcome.score is None else f", score {outcome.score}"
@@ -507,54 +525,9 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
     err = sys.stderr
     shown = args.progress or err.isatty()
     progress = Progress(err, len(tasks), live=err.isatty()) if shown else None
+    run = _RunTasks(args, config, budget, tasks, report, progress)
     try:
-        result: RunResult
-        if args.ray is not None:
-            from adapters.runs.ray_runner import run_task_list_on_ray
-
-            result = run_task_list_on_ray(
-                tasks,
-                config=config,
-                result_dir=args.out,
-                make_agent=functools.partial(task_agent, args, config, ModelClients(args)),
-                make_env=factories * args.workers if len(factories) == 1 else factories,
-                max_steps=args.max_steps,
-                actors=args.workers,
-                cpus_per_actor=cpus,
-                address=args.ray,
-                episode_timeout=args.episode_timeout,
-                requests_per_minute=args.requests_per_minute,
-                tokens_per_minute=args.tokens_per_minute,
-                report=report,
-                listener=progress,
-                continue_unfinished=args.continue_unfinished,
-                budget=budget,
-                # The retry lines and warnings, printed here as a run without --ray prints them.
-                relay_messages=True,
-            )
-        else:
-            clients = ModelClients(args)
-
-            async def run() -> RunResult:
-                try:
-                    return await arun_task_list(
-                        tasks,
-                        config=config,
-                        result_dir=args.out,
-                        make_agent=lambda task: task_agent(args, config, clients, task, limiter),
-                        make_env=_pooled(factories),
-                        max_steps=args.max_steps,
-                        workers=args.workers,
-                        episode_timeout=args.episode_timeout,
-                        report=report,
-                        listener=progress,
-                        continue_unfinished=args.continue_unfinished,
-                        budget=budget,
-                    )
-                finally:
-                    await clients.aclose()
-
-            result = asyncio.run(run())
+        result = run.on_ray(factories, cpus) if args.ray is not None else run.here(factories)
     finally:
         if progress is not None:
             progress.close()
@@ -567,3 +540,68 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
     )
     out.write(summary.table())
     return 1 if summary.failed else 0
+
+
+@attrs.frozen
+class _RunTasks:
+    """A task list run here (`--workers` on one event loop) or over a Ray cluster (`--ray`)."""
+
+    args: argparse.Namespace
+    config: AgentConfig
+    budget: Budget
+    tasks: Sequence[OsworldTask]
+    report: Callable[[TaskOutcome], None]
+    progress: Progress | None
+
+    def clients(self) -> ModelClients:
+        """The run's model clients, each pool holding a connection per worker."""
+        return ModelClients(self.args, max_connections=connections_for(self.args.workers))
+
+    def on_ray(self, factories: Sequence[Callable[[OsworldTask], Env]], cpus: float) -> RunResult:
+        from adapters.runs.ray_runner import run_task_list_on_ray
+
+        args = self.args
+        return run_task_list_on_ray(
+            self.tasks,
+            config=self.config,
+            result_dir=args.out,
+            make_agent=functools.partial(task_agent, args, self.config, self.clients()),
+            make_env=factories * args.workers if len(factories) == 1 else factories,
+            max_steps=args.max_steps,
+            actors=args.workers,
+            cpus_per_actor=cpus,
+            address=args.ray,
+            episode_timeout=args.episode_timeout,
+            requests_per_minute=args.requests_per_minute,
+            tokens_per_minute=args.tokens_per_minute,
+            report=self.report,
+            listener=self.progress,
+            continue_unfinished=args.continue_unfinished,
+            budget=self.budget,
+            # The retry lines and warnings, printed here as a run without --ray prints them.
+            relay_messages=True,
+        )
+
+    def here(self, factories: Sequence[Callable[[OsworldTask], Env]]) -> RunResult:
+        args, clients, limiter = self.args, self.clients(), _rate_limiter(self.args)
+
+        async def run() -> RunResult:
+            try:
+                return await arun_task_list(
+                    self.tasks,
+                    config=self.config,
+                    result_dir=args.out,
+                    make_agent=lambda task: task_agent(args, self.config, clients, task, limiter),
+                    make_env=_pooled(factories),
+                    max_steps=args.max_steps,
+                    workers=args.workers,
+                    episode_timeout=args.episode_timeout,
+                    report=self.report,
+                    listener=self.progress,
+                    continue_unfinished=args.continue_unfinished,
+                    budget=self.budget,
+                )
+            finally:
+                await clients.aclose()
+
+        return asyncio.run(run())

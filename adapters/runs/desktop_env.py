@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from adapters.errors import EnvironmentFailure, error_line, error_text
 from adapters.runs.computer_13 import action_word, computer_13_code
@@ -54,14 +54,38 @@ def settle_seconds(value: object) -> float:
     return seconds_limit("settle", value, high=3600)
 
 
+@runtime_checkable
+class _SizedScreen(Protocol):
+    screen_size: object
+
+
+@runtime_checkable
+class _MeasuredScreen(Protocol):
+    screen_width: object
+    screen_height: object
+
+
+@runtime_checkable
+class _Observing(Protocol):
+    def _get_obs(self) -> Any: ...
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    def close(self) -> Any: ...
+
+
 def _own_screen_size(env: object) -> tuple[int, int] | None:
     """A wrapped env's screen size when it keeps one in whole pixels (`screen_size`, or
     `screen_width` and `screen_height`), else None. OSWorld's `DesktopEnv` keeps none
     (its `vm_screen_size` asks the VM, and is not used)."""
     try:
-        size = getattr(env, "screen_size", None)
-        if size is None:
-            size = (getattr(env, "screen_width", None), getattr(env, "screen_height", None))
+        if isinstance(env, _SizedScreen):
+            size: object = env.screen_size
+        elif isinstance(env, _MeasuredScreen):
+            size = (env.screen_width, env.screen_height)
+        else:
+            return None
     except Exception:  # a property that fails: no size known
         return None
     pair = tuple(size) if isinstance(size, list | tuple) else None
@@ -155,20 +179,19 @@ class DesktopEnvAdapter:
         first = _observation(
             _called("reset", self.env.reset, task_config=config, **kwargs), "reset"
         )
-        observe = getattr(self.env, "_get_obs", None)
-        if not self.settle or not callable(observe):
+        if not self.settle or not isinstance(self.env, _Observing):
             return self._seen(first)
         self._sleep(self.settle)
-        return self._seen(_observation(_called("_get_obs", observe), "_get_obs"))
+        return self._seen(_observation(_called("_get_obs", self.env._get_obs), "_get_obs"))
 
     def _refused(self, why: EnvironmentFailure) -> StepResult:
         """The step of a refused computer_13 action: nothing ran, the desktop as last seen."""
         observation = self._last
         if observation is None:  # stepped before any reset: look without acting
-            observe = getattr(self.env, "_get_obs", None)
-            if not callable(observe):
+            if not isinstance(self.env, _Observing):
                 raise EnvironmentFailure(f"step: {why} (and no observation to return)") from None
-            observation = self._seen(_observation(_called("_get_obs", observe), "_get_obs"))
+            look = _called("_get_obs", self.env._get_obs)
+            observation = self._seen(_observation(look, "_get_obs"))
         return observation, 0, False, {"error": str(why)}
 
     def step(self, action: Action, pause: float = 0) -> StepResult:
@@ -207,9 +230,8 @@ class DesktopEnvAdapter:
 
     def close(self) -> None:
         """`DesktopEnv.close()`, when it has one."""
-        close = getattr(self.env, "close", None)
-        if callable(close):
-            close()
+        if isinstance(self.env, _Closable):
+            self.env.close()
 
 
 __all__ = ["DEFAULT_SETTLE", "DesktopEnvAdapter"]

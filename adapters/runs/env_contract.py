@@ -76,6 +76,37 @@ class AsyncEnv(Protocol):
 ENV_EXECUTOR: ContextVar[Executor | None] = ContextVar("osharm_env_executor", default=None)
 
 
+@runtime_checkable
+class PacedEnv(Protocol):
+    """An environment that moves once per model turn (a `ReplayEnv(per_turn=True)`): told by
+    `begin_turn()` before each model call."""
+
+    per_turn: bool
+
+    def begin_turn(self) -> Any:
+        """A model turn begins (see `ReplayEnv.begin_turn`)."""
+        ...
+
+
+@runtime_checkable
+class Abortable(Protocol):
+    """An environment that can cut a call under way short (`OSWorldServerEnv`)."""
+
+    def abort(self) -> None:
+        """End the call under way as soon as it can."""
+        ...
+
+
+@runtime_checkable
+class RecordsScreen(Protocol):
+    """An environment that records its screen (`OSWorldServerEnv` with `--record`)."""
+
+    @property
+    def recording_problem(self) -> str | None:
+        """Why the recording did not start (`None`: it did, or none was asked for)."""
+        ...
+
+
 class _InThread:
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -89,9 +120,8 @@ class _InThread:
             # A thread cannot be interrupted: the call finishes before the episode ends, so
             # its environment is not closed, or handed to another episode, under it. An
             # environment that can cut its call short (`abort`) is asked to.
-            abort = getattr(self.env, "abort", None)
-            if callable(abort):
-                abort()
+            if isinstance(self.env, Abortable):
+                self.env.abort()
             while not running.done():
                 with contextlib.suppress(asyncio.CancelledError):  # cancelled again
                     await asyncio.wait([running])
@@ -116,17 +146,17 @@ class _InThread:
     @property
     def per_turn(self) -> bool:
         """Whether the environment moves once per model turn (a paced `ReplayEnv`)."""
-        return getattr(self.env, "per_turn", False) is True
+        return isinstance(self.env, PacedEnv) and self.env.per_turn is True
 
     @property
     def recording_problem(self) -> str | None:
         """Why the environment's screen recording did not start, if it did not (`OSWorldServerEnv`)."""
-        problem: str | None = getattr(self.env, "recording_problem", None)
-        return problem
+        return self.env.recording_problem if isinstance(self.env, RecordsScreen) else None
 
     async def begin_turn(self) -> Any:
         """The environment's `begin_turn()` (see `ReplayEnv`), in a worker thread."""
-        return await self._call(self.env.begin_turn)  # type: ignore[attr-defined]
+        env = self.env
+        return await self._call(env.begin_turn) if isinstance(env, PacedEnv) else None
 
 
 def in_thread(env: Env) -> AsyncEnv:

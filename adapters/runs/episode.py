@@ -35,6 +35,7 @@ from adapters.errors import (
     error_text,
 )
 from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord, raw_observation
+from adapters.runs.env_contract import PacedEnv
 from adapters.runs.vm_http import VmUnanswered
 from adapters.trajectories.osharm import ResultWriter, finite_number
 from osharm_core import Action, AgentConfig, ConfigError
@@ -97,15 +98,6 @@ class SteppingAgent(Protocol):
     def step(self, instruction: str, obs: Mapping[str, Any]) -> StepRecord: ...
 
     async def astep(self, instruction: str, obs: Mapping[str, Any]) -> StepRecord: ...
-
-
-@runtime_checkable
-class PacedEnv(Protocol):
-    """An environment that moves once per model turn (a `ReplayEnv(per_turn=True)`)."""
-
-    per_turn: bool
-
-    def begin_turn(self) -> Any: ...
 
 
 class _Turns:

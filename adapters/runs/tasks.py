@@ -13,12 +13,13 @@ finished task nor keeps half of an unfinished one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import attrs
 
@@ -29,6 +30,7 @@ from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
 from adapters.errors import BudgetExceeded, TrajectoryError, error_line, error_text
 from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord
+from adapters.runs.env_contract import RecordsScreen
 from adapters.runs.environments import ENV_EXECUTOR, in_thread
 from adapters.runs.episode import Episode, arun_episode
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
@@ -579,16 +581,6 @@ def _timed_out(recorder: _Ending, steps: int, limit: float | None) -> Episode:
     return Episode("failed", steps=steps, detail=detail)
 
 
-@runtime_checkable
-class RecordsScreen(Protocol):
-    """An environment that records its screen (`OSWorldServerEnv` with `--record`)."""
-
-    @property
-    def recording_problem(self) -> str | None:
-        """Why the recording did not start (`None`: it did, or none was asked for)."""
-        ...
-
-
 def _recording_problem(env: object) -> str | None:
     """Why the environment's screen recording (`--record`) did not start, if it did not."""
     return env.recording_problem if isinstance(env, RecordsScreen) else None
@@ -636,6 +628,32 @@ async def arun_task_list(
     if isinstance(layout, ResultFolders):
         task_folders(tasks, config, layout.result_dir)
     began = time.monotonic()
+    one = functools.partial(
+        arun_task,
+        config=config,
+        make_agent=make_agent,
+        make_env=make_env,
+        max_steps=max_steps,
+        episode_timeout=episode_timeout,
+        listener=listener,
+        continue_unfinished=continue_unfinished,
+        budget=budget,
+        layout=layout,
+        on_step=on_step,
+    )
+    outcomes = await _at_once(tasks, one, workers, report)
+    return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+
+
+async def _at_once(
+    tasks: Sequence[OsworldTask],
+    one: Callable[..., Awaitable[TaskOutcome]],
+    workers: int,
+    report: Callable[[TaskOutcome], None],
+) -> list[TaskOutcome]:
+    """`one(task, executor=...)` for every task, at most `workers` at once, in task order. An
+    episode that raises (or a cancel) stops the others, waited for: no environment call
+    outlives the run."""
     slots = asyncio.Semaphore(workers)
     # Result folders are written off the loop; a few threads overlap the fsync waits, and more
     # only contend with the loop for the GIL (32 threads cost ~3 ms of CPU per step at 32 workers).
@@ -645,7 +663,7 @@ async def arun_task_list(
     own_envs = ENV_EXECUTOR.set(envs)
     stopped = False
 
-    async def one(task: OsworldTask) -> TaskOutcome:
+    async def run(task: OsworldTask) -> TaskOutcome:
         nonlocal stopped
         async with slots:
             if stopped:
@@ -653,32 +671,17 @@ async def arun_task_list(
                 # episode left: it must not start an environment call that is then abandoned.
                 raise asyncio.CancelledError
             try:
-                outcome = await arun_task(
-                    task,
-                    config=config,
-                    make_agent=make_agent,
-                    make_env=make_env,
-                    max_steps=max_steps,
-                    episode_timeout=episode_timeout,
-                    listener=listener,
-                    executor=writers,
-                    continue_unfinished=continue_unfinished,
-                    budget=budget,
-                    layout=layout,
-                    on_step=on_step,
-                )
+                outcome = await one(task, executor=writers)
             except BaseException:
                 stopped = True
                 raise
             report(outcome)
             return outcome
 
-    episodes = [asyncio.ensure_future(one(task)) for task in tasks]
+    episodes = [asyncio.ensure_future(run(task)) for task in tasks]
     try:
-        outcomes = list(await asyncio.gather(*episodes))
+        return list(await asyncio.gather(*episodes))
     except BaseException:
-        # An episode raised, or the run was cancelled: gather returns at once, so the others
-        # are stopped here and waited for, and no environment call outlives the run.
         for episode in episodes:
             if not episode.cancelling():
                 episode.cancel()
@@ -689,7 +692,6 @@ async def arun_task_list(
         ENV_EXECUTOR.reset(own_envs)
         writers.shutdown(wait=False, cancel_futures=True)
         envs.shutdown(wait=False, cancel_futures=True)
-    return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
 
 
 def run_task_list(

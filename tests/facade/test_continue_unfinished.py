@@ -20,7 +20,7 @@ from adapters.errors import BudgetExceeded, TaskSetupError, TrajectoryError
 from adapters.record import ActionRecord, EpisodeEnd
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished, run_task_list
 from adapters.testing import FakeClient
-from adapters.trajectories import jsonl, osharm, result_folders
+from adapters.trajectories import jsonl_read, osharm, result_folders
 from adapters.trajectories.osharm import ResultWriter, TaskInfo, load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
@@ -583,7 +583,7 @@ def test_a_continued_task_reads_its_record_once(
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(result_folders, "_read_regular", counted)
-    monkeypatch.setattr(jsonl, "_read_regular", counted)
+    monkeypatch.setattr(jsonl_read, "_read_regular", counted)
     live, result = _continue(results, desktop, ["DONE"], kill_at=None)
     assert [o.status for o in result] == ["finished"]
     assert len(live.requests) == 1  # the two recorded steps were replayed

@@ -76,12 +76,8 @@ if any(c.isspace() for c in sys.executable + ray.__file__):
         allow_module_level=True,
     )
 from adapters.runs import _relay, ray_runner  # noqa: E402
-from adapters.runs.ray_runner import (  # noqa: E402
-    RayLimiter,
-    _Raised,
-    _sendable,
-    run_task_list_on_ray,
-)
+from adapters.runs.ray_actors import RayLimiter, _Raised, _sendable  # noqa: E402
+from adapters.runs.ray_runner import run_task_list_on_ray  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = AgentConfig(model="m", observation_type="a11y_tree", action_space="pyautogui")
