@@ -22,6 +22,7 @@ from osharm_core.parsing import (
     parse_code_from_som_string,
     parse_code_from_string,
     som_prefix,
+    with_som_prefix,
 )
 from osharm_core.prompts import system_message
 from osharm_core.reframe import (
@@ -33,7 +34,6 @@ from osharm_core.reframe import (
 from osharm_core.scaling import ScalingPreset, effective_scaling, resize_png, resolve_preset
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
 from osharm_core.tokens import TokenSplit, cl100k_encoding, count_joined, trim_with_split
-from osharm_core.vocabulary import SPECIAL_WORDS
 
 # The user-message wording is part of the reference's wire format, kept byte for byte.
 _NEXT_STEP: Final = "What's the next step that you will do to help with the task?"
@@ -350,8 +350,7 @@ def parse_reply(
         return list(parse_code_from_string(response_text))
     codes = [reframe_code(code, frame) for code in parse_code_from_string(response_text)]
     if config.observation_type == "som":
-        prefix = som_prefix(masks or ())
-        codes = [c if c in SPECIAL_WORDS else prefix + c for c in codes]
+        codes = with_som_prefix(codes, som_prefix(masks or ()))
     return list(codes)
 
 
