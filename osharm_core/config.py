@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import attrs
-from attrs.validators import ge, in_, instance_of, le, matches_re
+from attrs.validators import ge, instance_of, le, matches_re
 
 from osharm_core.errors import (
     ConfigError,
     Validator,
     excerpt,
     from_fields,
+    one_of,
     refusing,
     strict_bool,
     strict_int,
@@ -35,10 +36,6 @@ TREE_TYPES: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
 
 
 _INTEGER_LIMIT: Final = "2**63 - 1"
-
-
-def _one_of(allowed: tuple[str, ...]) -> Validator:
-    return refusing(f"one of {', '.join(allowed)}", in_(allowed))
 
 
 def _integer(low: int) -> Validator:
@@ -117,13 +114,13 @@ class AgentConfig:
     max_tokens: int = attrs.field(default=1500, validator=_integer(1))
     top_p: float = attrs.field(default=0.9, validator=_number(1.0))
     temperature: float = attrs.field(default=0.5, validator=_number(2.0))
-    action_space: ActionSpace = attrs.field(default="computer_13", validator=_one_of(ACTION_SPACES))
+    action_space: ActionSpace = attrs.field(default="computer_13", validator=one_of(ACTION_SPACES))
     observation_type: ObservationType = attrs.field(
-        default="screenshot_a11y_tree", validator=_one_of(OBSERVATION_TYPES)
+        default="screenshot_a11y_tree", validator=one_of(OBSERVATION_TYPES)
     )
     max_trajectory_length: int = attrs.field(default=3, validator=_integer(0))
     a11y_tree_max_tokens: int = attrs.field(default=10000, validator=_integer(1))
-    platform: Platform = attrs.field(default="ubuntu", validator=_one_of(PLATFORMS))
+    platform: Platform = attrs.field(default="ubuntu", validator=one_of(PLATFORMS))
     #: Read the ubuntu class/description columns from the real ubuntu attributes
     #: namespace (the reference reads the windows one and leaves them empty).
     ubuntu_attributes: bool = attrs.field(default=False, validator=_FLAG)

@@ -217,7 +217,8 @@ def refusing(
 ) -> Validator:
     """An attrs validator composed of `validators` (from `attrs.validators`, or any callable
     of that shape) whose every refusal is an `error` (a `ConfigError` unless told) saying
-    `Owner.field must be {requirement}` and quoting the value by `excerpt`: attrs' own
+    `Owner.field must be {requirement}` and quoting the value by `excerpt` (an int by
+    `number_excerpt`, which gives its length): attrs' own
     messages quote the whole `repr`, which a hostile value can make huge (or, for an int of
     5,000 digits, raise).
 
@@ -236,9 +237,15 @@ def refusing(
             composed(instance, attribute, value)
         except (TypeError, ValueError):
             owner = f"{type(instance).__name__}.{attribute.name}"
-            raise error(f"{owner} must be {requirement}; got {excerpt(value)}") from None
+            got = number_excerpt(value) if type(value) is int else excerpt(value)
+            raise error(f"{owner} must be {requirement}; got {got}") from None
 
     return check
+
+
+def one_of(allowed: tuple[str, ...]) -> Validator:
+    """An attrs validator refusing (see `refusing`) any value but those `allowed`."""
+    return refusing(f"one of {', '.join(allowed)}", attrs.validators.in_(allowed))
 
 
 def strict_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -254,7 +261,7 @@ def strict_bool(_: object, attribute: attrs.Attribute[Any], value: object) -> No
 
 
 #: An attrs validator: a real number (an int or a float), not a `bool`.
-strict_number: Final = attrs.validators.and_(
+strict_number: Final[Validator] = attrs.validators.and_(
     attrs.validators.instance_of((int, float)),
     attrs.validators.not_(attrs.validators.instance_of(bool)),
 )
