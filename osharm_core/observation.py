@@ -58,7 +58,7 @@ def _frozen_bytes(value: Any) -> Any:
 
 def _screenshot(value: object) -> bytes:
     data = _frozen_bytes(value)
-    if type(data) is not bytes:
+    if not isinstance(data, bytes):
         raise ScreenshotError(f"must be PNG bytes; got {type(value).__name__}")
     png_size(data)
     return data
@@ -66,8 +66,8 @@ def _screenshot(value: object) -> bytes:
 
 def _tree(value: object) -> str:
     data = _frozen_bytes(value)
-    text = tree_text(data) if type(data) is bytes else data
-    if type(text) is not str or not text.strip():
+    text = tree_text(data) if isinstance(data, bytes) else data
+    if not isinstance(text, str) or not text.strip():
         raise AccessibilityTreeError(f"must be an XML string, not empty; got {excerpt(value, 40)}")
     return text
 
