@@ -278,10 +278,10 @@ def code_actions(
 
 def with_som_prefix(actions: Iterable[str], prefix: str) -> list[str]:
     """`actions` with `prefix` before each one that is code: not a special word, whatever
-    whitespace surrounds it (a block's `DONE\r` stays bare, as the reference leaves it).
+    whitespace surrounds it (a block's `DONE\\r` stays bare, as the reference leaves it).
 
-    >>> with_som_prefix(["x()", "DONE\r"], "tag_1=(2, 2)\n")
-    ['tag_1=(2, 2)\nx()', 'DONE\r']
+    >>> with_som_prefix(["x()", "DONE\\r"], "tag_1=(2, 2)\\n")
+    ['tag_1=(2, 2)\\nx()', 'DONE\\r']
     """
     return [action if _special_word(action) else prefix + action for action in actions]
 
