@@ -9,6 +9,7 @@ balanced, shallowly nested candidates, so the work grows linearly with the reply
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import numbers
@@ -57,8 +58,13 @@ class Fenced:
     """
 
     blocks: tuple[Block, ...]
-    outside_lines: tuple[str, ...]
-    spans: tuple[tuple[int, int], ...] = attrs.field(default=(), eq=False, repr=False)
+    spans: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+    text: str = attrs.field(repr=False)
+
+    @property
+    def outside_lines(self) -> tuple[str, ...]:
+        """The lines of the reply that no pair of fences touches."""
+        return tuple(_lines_outside(self.text, self.spans))
 
 
 def _special_word(text: str) -> str | None:
@@ -69,6 +75,8 @@ def _special_word(text: str) -> str | None:
 
 def _special_words_outside(text: str, spans: Iterable[tuple[int, int]]) -> list[str]:
     """The special words standing alone on lines wholly outside `spans`, in order."""
+    if not any(word in text for word in SPECIAL_WORDS):
+        return []
     return [word for word in map(_special_word, _lines_outside(text, spans)) if word is not None]
 
 
@@ -123,7 +131,7 @@ def split_fences(text: str) -> Fenced:
             blocks.append(_split_tag(len(spans), text[opening + 3 : closing]))
         opening = text.find(_FENCE, closing + 3)
         closing = -1 if opening < 0 else text.find(_FENCE, opening + 3)
-    return Fenced(tuple(blocks), tuple(_lines_outside(text, spans)), tuple(spans))
+    return Fenced(tuple(blocks), tuple(spans), text)
 
 
 # --- the statement splitter ------------------------------------------------
@@ -564,30 +572,30 @@ _REFERENCE_OPENINGS: Final = (re.compile(r"(```json)\s+"), re.compile(r"(```)\s+
 _CLOSING_AFTER_SPACE: Final = re.compile(r"(?<=\s)```")
 
 
-def _reference_blocks(text: str, opening: re.Pattern[str]) -> list[tuple[int, int, str]]:
+def _reference_blocks(text: str, opening: re.Pattern[str]) -> Iterator[tuple[int, int, str]]:
     """`(start, end, content)` of the blocks the reference's pattern finds, in linear time.
 
     The reference searches for `opening`, whitespace, the shortest content, whitespace
     and a fence: the content runs from the first character after the whitespace to the
     whitespace before the first fence that follows whitespace; with no such fence, a
     fence right after two or more whitespace characters closes an empty block. A block
-    is searched for again only after the end of the last one found.
+    is searched for again only after the end of the last one found; once no fence
+    follows whitespace, none is searched for again (none can follow a later opening).
     """
-    closings = [match.start() for match in _CLOSING_AFTER_SPACE.finditer(text)]
-    blocks: list[tuple[int, int, str]] = []
     pos = 0
+    closed = True
     for match in opening.finditer(text):
+        start = match.end()
         if match.start() < pos:
             continue
-        start = match.end()
-        index = bisect.bisect_right(closings, start)
-        if index < len(closings):
-            pos = closings[index] + 3
-            blocks.append((match.start(), pos, text[start : closings[index]].rstrip()))
+        closing = _CLOSING_AFTER_SPACE.search(text, start + 1) if closed else None
+        closed = closing is not None
+        if closing is not None:
+            pos = closing.end()
+            yield match.start(), pos, text[start : closing.start()].rstrip()
         elif text.startswith(_FENCE, start) and start - match.end(1) > 1:
             pos = start + 3
-            blocks.append((match.start(), pos, ""))
-    return blocks
+            yield match.start(), pos, ""
 
 
 def _reference_reading(text: str) -> tuple[list[Action], list[tuple[int, int]]] | None:
@@ -598,19 +606,24 @@ def _reference_reading(text: str) -> tuple[list[Action], list[tuple[int, int]]] 
     (see `_reference_blocks`), else the whole reply, as JSON. A block holding a
     special word gives it here too.
     """
-    openings = iter(_REFERENCE_OPENINGS)
-    blocks = _reference_blocks(text, next(openings)) or _reference_blocks(text, next(openings))
-    if not blocks:
+    for opening in _REFERENCE_OPENINGS:
+        blocks = _reference_blocks(text, opening)
+        first = next(blocks, None)
+        if first is not None:
+            break
+    else:
         found = _as_actions(_load(text)[0])
         return None if found is None else (found, [])
     actions: list[Action] = []
-    for _, _, content in blocks:
+    spans: list[tuple[int, int]] = []
+    for start, end, content in itertools.chain([first], blocks):
         word = _special_word(content)
         found = [word] if word is not None else _as_actions(_load(content)[0])
         if found is None:
             return None
         actions.extend(found)
-    return actions, [(start, end) for start, end, _ in blocks]
+        spans.append((start, end))
+    return actions, spans
 
 
 def _own_reading(text: str, fenced: Fenced) -> Result[list[Action], ActionParseError]:

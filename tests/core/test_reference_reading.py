@@ -23,8 +23,8 @@ from tests.strategies import any_text, fence_heavy_replies
 def test_reference_blocks_match_the_oracle(text: str) -> None:
     """The linear block finder gives the very blocks the backtracking reading gives."""
     json_opening, bare_opening = _REFERENCE_OPENINGS
-    assert _reference_blocks(text, json_opening) == _fence_oracle.blocks(text, "```json")
-    assert _reference_blocks(text, bare_opening) == _fence_oracle.blocks(text, "```")
+    assert list(_reference_blocks(text, json_opening)) == _fence_oracle.blocks(text, "```json")
+    assert list(_reference_blocks(text, bare_opening)) == _fence_oracle.blocks(text, "```")
 
 
 def _oracle_actions(text: str) -> list[object] | None:
@@ -51,5 +51,5 @@ def test_the_block_finder_is_linear_on_unclosed_openings(length: int) -> None:
     """Many openings with no closing fence after them are each looked at once (the
     reference's backtracking pattern takes quadratic time on them)."""
     text = "```json x" * (length // 9)
-    assert _reference_blocks(text, _REFERENCE_OPENINGS[0]) == []
+    assert list(_reference_blocks(text, _REFERENCE_OPENINGS[0])) == []
     assert parse_actions_from_string(text).value_or(None) is None
