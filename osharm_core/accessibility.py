@@ -5,8 +5,8 @@ tagging (`osharm_core.marks`).
 
 Parsing refuses what accessibility trees never contain and what attacks parsers use:
 any DOCTYPE (so no entity can be declared, expanded or fetched), text or attribute
-values over libxml2's 10 MB limit, and nesting deeper than libxml2's 256 levels.
-Documents of any total size are parsed (a 50 MB tree takes about a second).
+values over libxml2's 10 MB limit, and nesting deeper than `MAX_TREE_DEPTH` (2,048)
+levels. Documents of any total size are parsed (a 50 MB tree takes about a second).
 """
 
 from __future__ import annotations
@@ -277,43 +277,85 @@ def parse_accessibility_tree(xml: str | bytes) -> etree._Element:
     return parse_without_dtd(data)
 
 
-def parse_without_dtd(data: bytes) -> etree._Element:
-    """Parse UTF-8 bytes with a parser that loads, expands and fetches nothing; refuse any DTD.
+#: The deepest nesting a tree may have. The reference's ElementTree has no bound;
+#: libxml2 refuses more than 256 levels unless told a document is huge, and then 2,048.
+MAX_TREE_DEPTH: Final = 2048
+#: The longest text or attribute value, libxml2's limit for documents not told huge.
+MAX_VALUE_CHARS: Final = 10_000_000
+_LIMITS: Final = (
+    f"accepted: text and attribute values up to 10 MB, nesting up to {MAX_TREE_DEPTH:,} levels"
+)
 
-    The guard that does not depend on where a DOCTYPE starts (after a BOM, in any
-    encoding): `parse_accessibility_tree` calls it after its fast string check.
-    """
-    resolver = _RefusingResolver()
+
+class _TooDeep(Exception):
+    """A tree nests past libxml2's default 256 levels: parse it again, as a huge document."""
+
+
+def _parse(data: bytes, resolver: _RefusingResolver, *, huge: bool) -> etree._Element:
     parser = etree.XMLParser(
         encoding="utf-8",
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
         dtd_validation=False,
-        huge_tree=False,
+        huge_tree=huge,
         remove_comments=True,
         remove_pis=True,
         collect_ids=False,
     )
     parser.resolvers.add(resolver)
     try:
-        root = etree.fromstring(data, parser)
+        return etree.fromstring(data, parser)
     except etree.XMLSyntaxError as exc:
         line, column = exc.position
         # The parser's own log holds this run's errors only (the exception's may be older).
         errors = parser.error_log
-        message = errors[0].message if len(errors) else exc.msg
-        if "limit exceeded" in message or "Excessive depth" in message:
+        message = (errors[0].message if len(errors) else exc.msg).split(", use XML_PARSE")[0]
+        deep = "Excessive depth" in message
+        if deep and not huge:
+            raise _TooDeep from None
+        if deep or "limit exceeded" in message:
             raise AccessibilityTreeError(
                 f"accessibility tree exceeds the parser's limits (line {line}, column {column}): "
-                f"{message} (accepted: text and attribute values up to 10 MB, nesting up to "
-                "256 levels)"
+                f"{message} ({_LIMITS})"
             ) from None
         raise AccessibilityTreeError(
             f"accessibility tree is not well-formed XML (line {line}, column {column}): {message}"
         ) from None
     except ValueError as exc:
         raise AccessibilityTreeError(f"accessibility tree cannot be parsed: {exc}") from None
+
+
+def _within_limits(root: etree._Element) -> etree._Element:
+    """`root`, parsed as a huge document, when it keeps the limits a document not told huge
+    keeps (`MAX_VALUE_CHARS`) and nests at most `MAX_TREE_DEPTH` levels (walked without
+    recursion; libxml2 before 2.12 sets no depth bound on huge documents)."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        values = [node.text or "", node.tail or "", *node.attrib.values()]
+        if depth > MAX_TREE_DEPTH or max(map(len, values)) > MAX_VALUE_CHARS:
+            problem = "nests too deeply" if depth > MAX_TREE_DEPTH else "holds a value too long"
+            raise AccessibilityTreeError(
+                f"accessibility tree exceeds the parser's limits: it {problem} ({_LIMITS})"
+            )
+        stack.extend((child, depth + 1) for child in node)
+    return root
+
+
+def parse_without_dtd(data: bytes) -> etree._Element:
+    """Parse UTF-8 bytes with a parser that loads, expands and fetches nothing; refuse any DTD.
+
+    The guard that does not depend on where a DOCTYPE starts (after a BOM, in any
+    encoding): `parse_accessibility_tree` calls it after its fast string check. A
+    tree nesting past libxml2's default 256 levels is parsed again as a huge
+    document, then held to the same limits, and to `MAX_TREE_DEPTH` levels.
+    """
+    resolver = _RefusingResolver()
+    try:
+        root = _parse(data, resolver, huge=False)
+    except _TooDeep:
+        root = _within_limits(_parse(data, resolver, huge=True))
     docinfo = root.getroottree().docinfo
     if (
         resolver.asked

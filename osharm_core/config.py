@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import attrs
+from attrs.validators import ge, instance_of, le, matches_re
 
-from osharm_core.errors import ConfigError, check_flag, excerpt, number_excerpt, quoted_keys
+from osharm_core.errors import (
+    ConfigError,
+    Validator,
+    excerpt,
+    from_fields,
+    one_of,
+    refusing,
+    strict_bool,
+    strict_int,
+    strict_number,
+)
 from osharm_core.limits import MAX_CONFIG_INT, ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -23,63 +35,27 @@ SCREENSHOT_TYPES: Final = frozenset({"screenshot", "screenshot_a11y_tree", "som"
 TREE_TYPES: Final = frozenset({"a11y_tree", "screenshot_a11y_tree", "som"})
 
 
-Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+_INTEGER_LIMIT: Final = "2**63 - 1"
 
 
-def _one_of(allowed: tuple[str, ...]) -> Validator:
-    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in allowed:
-            raise ConfigError(
-                f"AgentConfig.{attribute.name} must be one of {', '.join(allowed)}; got {excerpt(value)}"
-            )
-
-    return check
+def _integer(low: int) -> Validator:
+    return refusing(
+        f"an integer from {low} to {_INTEGER_LIMIT}", strict_int, ge(low), le(MAX_CONFIG_INT)
+    )
 
 
-def _number(
-    low: float | None = None, high: float | None = None, *, integer: bool = False
-) -> Validator:
-    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        kinds: tuple[type, ...] = (int,) if integer else (int, float)
-        what = "an integer" if integer else "a number"
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            raise ConfigError(
-                f"AgentConfig.{attribute.name} must be {what}; got {number_excerpt(value)}"
-            )
-        assert isinstance(value, int | float)
-        if (
-            value != value
-            or (low is not None and value < low)
-            or (high is not None and value > high)
-        ):
-            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ConfigError(
-                f"AgentConfig.{attribute.name} must be {bounds}; got {number_excerpt(value)}"
-            )
-        if integer and value > MAX_CONFIG_INT:
-            raise ConfigError(
-                f"AgentConfig.{attribute.name} must be at most {MAX_CONFIG_INT}; "
-                f"got {number_excerpt(value)}"
-            )
-
-    return check
+def _number(high: float) -> Validator:
+    return refusing(f"a number from 0.0 to {high}", strict_number, ge(0.0), le(high))
 
 
-def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    check_flag(f"AgentConfig.{attribute.name}", value)
-
-
-def _model_name(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(
-            f"AgentConfig.{attribute.name} must be a non-empty string; got {excerpt(value)}"
-        )
-    if value != value.strip():
-        # The name goes on the wire as it is: " o3" would reach the API, and miss the o-series rules.
-        raise ConfigError(
-            f"AgentConfig.{attribute.name} must not begin or end with whitespace; "
-            f"got {excerpt(value)}"
-        )
+#: The name goes on the wire as it is: " o3" would reach the API, and miss the o-series rules.
+_MODEL_NAME: Final = refusing(
+    "a non-empty string, and must not begin or end with whitespace",
+    instance_of(str),
+    matches_re(r"\S(.*\S)?", re.DOTALL),
+)
+_FLAG: Final = refusing("true or false", strict_bool)
+_PASSWORD_RULE: Final = "a non-empty one-line string without backticks"
 
 
 def _password(_: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -96,40 +72,27 @@ def check_password(name: str, value: object) -> str:
     ...
     osharm_core.errors.ConfigError: client_password must be a non-empty one-line string without backticks; got an empty string
     """
-    if not isinstance(value, str):
-        problem = f"a {type(value).__name__}"
-    elif not value:
-        problem = "an empty string"
+    if not isinstance(value, str) or not value:
+        problem = "an empty string" if value == "" else f"a {type(value).__name__}"
     elif "\n" in value or "`" in value:
         problem = f"a string of {len(value)} characters holding a line break or a backtick"
     else:
         return value
-    raise ConfigError(
-        f"{name} must be a non-empty one-line string without backticks; got {problem}"
-    )
-
-
-def _scaling(_: object, __: attrs.Attribute[Any], value: object) -> None:
-    from osharm_core.scaling import check_scaling  # scaling draws with marks, which reads config
-
-    check_scaling(value)
+    raise ConfigError(f"{name} must be {_PASSWORD_RULE}; got {problem}")
 
 
 def _profile(value: object) -> object:
     """Limits given as a mapping (JSON's, or any other) made `ServerLimits`; the rest as given."""
-    if not isinstance(value, Mapping):
-        return value
-    try:
-        return server_limits(value)
-    except ConfigError as exc:
-        raise ConfigError(f"AgentConfig.{exc}") from None
+    return server_limits(value) if isinstance(value, Mapping) else value
 
 
-def _server_profile(_: object, __: attrs.Attribute[Any], value: object) -> None:
-    try:
-        server_limits(value)  # type: ignore[arg-type]
-    except ConfigError as exc:
-        raise ConfigError(f"AgentConfig.{exc}") from None
+def _known_profile(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    server_limits(value)  # type: ignore[arg-type]
+
+
+_SERVER_PROFILE: Final = refusing(
+    "one of nginx, vllm-default, anthropic, explicit ServerLimits, or None", _known_profile
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -147,23 +110,23 @@ class AgentConfig:
     osharm_core.errors.ConfigError: AgentConfig: observation_type 'som' needs action_space 'pyautogui' (the tagged screenshot is only explained to code-writing agents); got 'computer_13'
     """
 
-    model: str = attrs.field(default="gpt-4-vision-preview", validator=_model_name)
-    max_tokens: int = attrs.field(default=1500, validator=_number(1, integer=True))
-    top_p: float = attrs.field(default=0.9, validator=_number(0.0, 1.0))
-    temperature: float = attrs.field(default=0.5, validator=_number(0.0, 2.0))
-    action_space: ActionSpace = attrs.field(default="computer_13", validator=_one_of(ACTION_SPACES))
+    model: str = attrs.field(default="gpt-4-vision-preview", validator=_MODEL_NAME)
+    max_tokens: int = attrs.field(default=1500, validator=_integer(1))
+    top_p: float = attrs.field(default=0.9, validator=_number(1.0))
+    temperature: float = attrs.field(default=0.5, validator=_number(2.0))
+    action_space: ActionSpace = attrs.field(default="computer_13", validator=one_of(ACTION_SPACES))
     observation_type: ObservationType = attrs.field(
-        default="screenshot_a11y_tree", validator=_one_of(OBSERVATION_TYPES)
+        default="screenshot_a11y_tree", validator=one_of(OBSERVATION_TYPES)
     )
-    max_trajectory_length: int = attrs.field(default=3, validator=_number(0, integer=True))
-    a11y_tree_max_tokens: int = attrs.field(default=10000, validator=_number(1, integer=True))
-    platform: Platform = attrs.field(default="ubuntu", validator=_one_of(PLATFORMS))
+    max_trajectory_length: int = attrs.field(default=3, validator=_integer(0))
+    a11y_tree_max_tokens: int = attrs.field(default=10000, validator=_integer(1))
+    platform: Platform = attrs.field(default="ubuntu", validator=one_of(PLATFORMS))
     #: Read the ubuntu class/description columns from the real ubuntu attributes
     #: namespace (the reference reads the windows one and leaves them empty).
-    ubuntu_attributes: bool = attrs.field(default=False, validator=_flag)
+    ubuntu_attributes: bool = attrs.field(default=False, validator=_FLAG)
     #: Set-of-marks: test for single-colour boxes on the untouched screenshot
     #: (the reference tests the image while it is being drawn on).
-    som_test_original: bool = attrs.field(default=False, validator=_flag)
+    som_test_original: bool = attrs.field(default=False, validator=_FLAG)
     #: The desktop user's password, named in the prompt's sudo sentence (OSWorld
     #: runners pass `client_password`); the default keeps the reference's bytes.
     client_password: str = attrs.field(default="password", validator=_password)
@@ -172,12 +135,13 @@ class AgentConfig:
     #: `claude-hires` size Anthropic would shrink it to, see `effective_scaling`; any
     #: other preset is fitted within that size there, see `resolve_preset`),
     #: "auto" (the model family's preset) or a preset name
-    #: (see `osharm_core.scaling.PRESETS`, or "max_pixels=N").
-    scaling: str = attrs.field(default="native", validator=_scaling)
+    #: (see `osharm_core.scaling.PRESETS`, or "max_pixels=N"). Checked with the model,
+    #: once every field is (see `resolve_preset`).
+    scaling: str = "native"
     #: The limits requests must fit: None (no limit), a profile name ("nginx",
     #: "vllm-default", "anthropic") or explicit `ServerLimits`.
     server_profile: str | ServerLimits | None = attrs.field(
-        default=None, converter=_profile, validator=_server_profile
+        default=None, converter=_profile, validator=_SERVER_PROFILE
     )
 
     def to_json(self) -> dict[str, Any]:
@@ -191,47 +155,37 @@ class AgentConfig:
     @classmethod
     def from_json(cls, data: object) -> AgentConfig:
         """The configuration `to_json` wrote; a `ConfigError` names any unknown or bad field."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"AgentConfig.from_json expects an object; got {type(data).__name__}")
-        known = {field.name for field in attrs.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"AgentConfig.from_json: unknown field(s) {quoted_keys(unknown)}")
-        try:
-            return cls(**data)
-        except RecursionError:  # quoting a deeply nested bad value
-            raise ConfigError(
-                "AgentConfig.from_json: a field's value is nested too deeply"
-            ) from None
+        return from_fields(cls, data)
 
     def __attrs_post_init__(self) -> None:
         if self.observation_type == "som" and self.action_space != "pyautogui":
-            raise ConfigError(
-                "AgentConfig: observation_type 'som' needs action_space 'pyautogui' "
-                "(the tagged screenshot is only explained to code-writing agents); "
-                f"got {excerpt(self.action_space)}"
-            )
-        from osharm_core.scaling import resolve_preset  # see _scaling
+            raise ConfigError(_SOM_NEEDS_CODE + excerpt(self.action_space))
+        from osharm_core.scaling import (
+            resolve_preset,
+        )  # scaling draws with marks, which reads config
 
-        resolve_preset(self.scaling, self.model)  # a preset's grid must suit the model's protocol
+        resolve_preset(self.scaling, self.model)  # a known preset whose grid suits the model
+
+
+_SOM_NEEDS_CODE: Final = (
+    "AgentConfig: observation_type 'som' needs action_space 'pyautogui' (the tagged "
+    "screenshot is only explained to code-writing agents); got "
+)
 
 
 def check_config(value: object) -> AgentConfig:
     """`value` when it is an `AgentConfig`, else a `TypeError` saying so (a dict is read
-    with `AgentConfig.from_json`).
+    with `AgentConfig.from_json`): for the adapters' entry points, which take configs from
+    their callers.
 
     >>> check_config({"model": "gpt-4o"})
     Traceback (most recent call last):
     ...
     TypeError: config must be an AgentConfig (build one from a dict with AgentConfig.from_json); got dict {'model': 'gpt-4o'}
     """
-    if not isinstance(value, AgentConfig):
-        hint = (
-            " (build one from a dict with AgentConfig.from_json)"
-            if isinstance(value, Mapping)
-            else ""
-        )
-        raise TypeError(
-            f"config must be an AgentConfig{hint}; got {type(value).__name__} {excerpt(value)}"
-        )
-    return value
+    if isinstance(value, AgentConfig):
+        return value
+    hint = " (build one from a dict with AgentConfig.from_json)" * isinstance(value, Mapping)
+    raise TypeError(
+        f"config must be an AgentConfig{hint}; got {type(value).__name__} {excerpt(value)}"
+    )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -209,13 +209,18 @@ def _budget_error(message: str, limit: str, value: int, maximum: int) -> Request
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+_Built = TypeVar("_Built")
 
 
-def refusing(requirement: str, *validators: Validator) -> Validator:
+def refusing(
+    requirement: str, *validators: Validator, error: type[OsharmError] = ConfigError
+) -> Validator:
     """An attrs validator composed of `validators` (from `attrs.validators`, or any callable
-    of that shape) whose every refusal is a `ConfigError` saying `Owner.field must be
-    {requirement}` and quoting the value by `excerpt`: attrs' own messages quote the whole
-    `repr`, which a hostile value can make huge (or, for an int of 5,000 digits, raise).
+    of that shape) whose every refusal is an `error` (a `ConfigError` unless told) saying
+    `Owner.field must be {requirement}` and quoting the value by `excerpt` (an int by
+    `number_excerpt`, which gives its length): attrs' own
+    messages quote the whole `repr`, which a hostile value can make huge (or, for an int of
+    5,000 digits, raise).
 
     >>> @attrs.frozen
     ... class Limits:
@@ -231,12 +236,16 @@ def refusing(requirement: str, *validators: Validator) -> Validator:
         try:
             composed(instance, attribute, value)
         except (TypeError, ValueError):
-            raise ConfigError(
-                f"{type(instance).__name__}.{attribute.name} must be {requirement}; "
-                f"got {number_excerpt(value) if isinstance(value, int) else excerpt(value)}"
-            ) from None
+            owner = f"{type(instance).__name__}.{attribute.name}"
+            got = number_excerpt(value) if type(value) is int else excerpt(value)
+            raise error(f"{owner} must be {requirement}; got {got}") from None
 
     return check
+
+
+def one_of(allowed: tuple[str, ...]) -> Validator:
+    """An attrs validator refusing (see `refusing`) any value but those `allowed`."""
+    return refusing(f"one of {', '.join(allowed)}", attrs.validators.in_(allowed))
 
 
 def strict_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -249,3 +258,37 @@ def strict_bool(_: object, attribute: attrs.Attribute[Any], value: object) -> No
     """An attrs validator: `True` or `False`, not a truthy string such as "false"."""
     if not isinstance(value, bool):
         raise TypeError(attribute.name)
+
+
+#: An attrs validator: a real number (an int or a float), not a `bool`.
+strict_number: Final[Validator] = attrs.validators.and_(
+    attrs.validators.instance_of((int, float)),
+    attrs.validators.not_(attrs.validators.instance_of(bool)),
+)
+
+
+def from_fields(cls: type[_Built], data: object) -> _Built:
+    """`cls(**data)` for an attrs class and a mapping of its fields (a JSON object); a
+    `ConfigError` says what is wrong: not a mapping, unknown or missing fields, a bad value
+    nested too deeply to quote (the class's own validators name any other bad value).
+
+    >>> @attrs.frozen
+    ... class Limits:
+    ...     steps: int
+    >>> from_fields(Limits, {"steps": 2, "pace": 1})
+    Traceback (most recent call last):
+    ...
+    osharm_core.errors.ConfigError: Limits.from_json: unknown field(s) 'pace'
+    """
+    name = f"{cls.__name__}.from_json"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{name} expects an object; got {type(data).__name__}")
+    unknown = set(data) - {field.name for field in attrs.fields(cls)}  # type: ignore[arg-type]
+    if unknown:
+        raise ConfigError(f"{name}: unknown field(s) {quoted_keys(unknown)}")
+    try:
+        return cls(**data)
+    except RecursionError:  # quoting a deeply nested bad value
+        raise ConfigError(f"{name}: a field's value is nested too deeply") from None
+    except TypeError as exc:  # a required field missing
+        raise ConfigError(f"{name}: {exc}") from None

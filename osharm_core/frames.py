@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from osharm_core.errors import ConfigError, excerpt, number_excerpt, quoted_keys
+from osharm_core.errors import from_fields, one_of, refusing, strict_int
 
 #: The coordinate grids a model may answer in.
 Grid = Literal["pixels", "relative", "rel1000", "rel999"]
@@ -41,23 +41,12 @@ def _on_grid(unit: float, pixel: float, side: int, extent: int) -> int:
 MAX_FRAME_SIDE: Final = 1 << 20
 
 
-def _positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_FRAME_SIDE:
-        raise ConfigError(
-            f"CoordinateFrame.{attribute.name} must be an int from 1 to {MAX_FRAME_SIDE}; "
-            f"got {number_excerpt(value)}"
-        )
-
-
-def _one_of(allowed: tuple[str, ...]) -> Any:
-    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in allowed:
-            raise ConfigError(
-                f"CoordinateFrame.{attribute.name} must be one of {', '.join(allowed)}; "
-                f"got {excerpt(value)}"
-            )
-
-    return check
+_SIDE: Final = refusing(
+    f"an int from 1 to {MAX_FRAME_SIDE}",
+    strict_int,
+    attrs.validators.ge(1),
+    attrs.validators.le(MAX_FRAME_SIDE),
+)
 
 
 def _finite(x: float, y: float) -> None:
@@ -77,12 +66,12 @@ class CoordinateFrame:
     (960, 540)
     """
 
-    screen_width: int = attrs.field(validator=_positive)
-    screen_height: int = attrs.field(validator=_positive)
-    image_width: int = attrs.field(validator=_positive)
-    image_height: int = attrs.field(validator=_positive)
-    grid: Grid = attrs.field(default="pixels", validator=_one_of(GRIDS))
-    rounding: Rounding = attrs.field(default="round", validator=_one_of(ROUNDINGS))
+    screen_width: int = attrs.field(validator=_SIDE)
+    screen_height: int = attrs.field(validator=_SIDE)
+    image_width: int = attrs.field(validator=_SIDE)
+    image_height: int = attrs.field(validator=_SIDE)
+    grid: Grid = attrs.field(default="pixels", validator=one_of(GRIDS))
+    rounding: Rounding = attrs.field(default="round", validator=one_of(ROUNDINGS))
 
     @classmethod
     def identity(cls, width: int, height: int) -> CoordinateFrame:
@@ -171,19 +160,4 @@ class CoordinateFrame:
     @classmethod
     def from_json(cls, data: object) -> CoordinateFrame:
         """The frame `to_json` wrote; a `ConfigError` says what is wrong."""
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"CoordinateFrame.from_json expects an object; got {type(data).__name__}"
-            )
-        known = {field.name for field in attrs.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"CoordinateFrame.from_json: unknown field(s) {quoted_keys(unknown)}")
-        try:
-            return cls(**data)
-        except RecursionError:  # quoting a deeply nested bad value
-            raise ConfigError(
-                "CoordinateFrame.from_json: a field's value is nested too deeply"
-            ) from None
-        except TypeError as exc:
-            raise ConfigError(f"CoordinateFrame.from_json: {exc}") from None
+        return from_fields(cls, data)

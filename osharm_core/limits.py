@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
+from attrs.validators import and_, ge, le, optional
 
-from osharm_core.errors import ConfigError, StateError, excerpt, number_excerpt, quoted_keys
+from osharm_core.errors import (
+    ConfigError,
+    StateError,
+    excerpt,
+    from_fields,
+    number_excerpt,
+    refusing,
+    strict_int,
+)
 from osharm_core.frames import MAX_FRAME_SIDE
 
 #: The largest integer setting (a 64-bit signed int: what any server or JSON reader takes).
 MAX_CONFIG_INT: Final = 2**63 - 1
 
 
-def _optional_positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CONFIG_INT:
-        raise ConfigError(
-            f"ServerLimits.{attribute.name} must be a non-negative int up to {MAX_CONFIG_INT}, "
-            f"or None; got {number_excerpt(value)}"
-        )
+_LIMIT: Final = refusing(
+    f"a non-negative int up to {MAX_CONFIG_INT}, or None",
+    optional(and_(strict_int, ge(0), le(MAX_CONFIG_INT))),
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -33,9 +38,9 @@ class ServerLimits:
     ('max_images', 3, 1)
     """
 
-    max_bytes: int | None = attrs.field(default=None, validator=_optional_positive)
-    max_images: int | None = attrs.field(default=None, validator=_optional_positive)
-    max_input_tokens: int | None = attrs.field(default=None, validator=_optional_positive)
+    max_bytes: int | None = attrs.field(default=None, validator=_LIMIT)
+    max_images: int | None = attrs.field(default=None, validator=_LIMIT)
+    max_input_tokens: int | None = attrs.field(default=None, validator=_LIMIT)
 
     def exceeded(
         self, *, bytes_: int, images: int, input_tokens: int
@@ -77,21 +82,14 @@ def server_limits(profile: str | ServerLimits | Mapping[str, Any] | None) -> Ser
     """
     if profile is None or isinstance(profile, ServerLimits):
         return profile
-    if isinstance(profile, str):
-        if profile not in SERVER_PROFILES:
-            raise ConfigError(
-                f"server_profile must be one of {', '.join(SERVER_PROFILES)}, explicit "
-                f"ServerLimits, or None; got {excerpt(profile)}"
-            )
-        return SERVER_PROFILES[profile]
     if isinstance(profile, Mapping):
-        unknown = set(profile) - {f.name for f in attrs.fields(ServerLimits)}
-        if unknown:
-            raise ConfigError(f"server_profile: unknown limit(s) {quoted_keys(unknown)}")
-        return ServerLimits(**profile)
-    raise ConfigError(
-        f"server_profile must be a profile name, ServerLimits or None; got {type(profile).__name__}"
-    )
+        return from_fields(ServerLimits, profile)
+    if not isinstance(profile, str) or profile not in SERVER_PROFILES:
+        raise ConfigError(f"server_profile must be {_PROFILES}; got {excerpt(profile)}")
+    return SERVER_PROFILES[profile]
+
+
+_PROFILES: Final = "one of nginx, vllm-default, anthropic, explicit ServerLimits, or None"
 
 
 @attrs.frozen(kw_only=True)
@@ -138,48 +136,60 @@ class Degradation:
         """The record `to_json` wrote; a `StateError` (a `ValueError`) names what is malformed."""
         if not isinstance(data, dict):
             raise StateError(f"a degradation record is an object; got {type(data).__name__}")
-
-        def size(value: object) -> RequestSize:
-            if not isinstance(value, dict) or not all(
-                isinstance(value.get(k), int) for k in ("bytes", "images", "input_tokens")
-            ):
-                raise StateError("'before' and 'after' need integer bytes, images, input_tokens")
-            return RequestSize(
-                bytes=value["bytes"], images=value["images"], input_tokens=value["input_tokens"]
-            )
-
-        dropped = data.get("dropped_images", [])
-        shot = data.get("screenshot_size")
-        tokens = data.get("tree_tokens")
-        if not isinstance(dropped, list):
-            raise StateError(f"'dropped_images' must be a list; got {type(dropped).__name__}")
-        for turn in dropped:
-            _check_whole(turn, MAX_CONFIG_INT, "'dropped_images' holds turn numbers")
-        if shot is not None:
-            if not isinstance(shot, list) or len(shot) != 2:
-                what = f"{len(shot)} values" if isinstance(shot, list) else type(shot).__name__
-                raise StateError(f"'screenshot_size' must be null or [width, height]; got {what}")
-            for side in shot:
-                _check_whole(side, MAX_FRAME_SIDE, "'screenshot_size' sides must be ints")
-        if tokens is not None and not _whole(tokens, 1, MAX_CONFIG_INT):
-            raise StateError(
-                f"'tree_tokens' must be null or an int from 1 to {MAX_CONFIG_INT}; "
-                f"got {number_excerpt(tokens)}"
-            )
+        values = {key: data.get(key, default) for key, (default, _, _) in _RECORD.items()}
+        for key, (_, fine, rule) in _RECORD.items():
+            if not fine(values[key]):
+                raise StateError(f"'{key}' must be {rule}; got {number_excerpt(values[key])}")
+        shot = values["screenshot_size"]
         return cls(
-            before=size(data.get("before")),
-            after=size(data.get("after")),
-            dropped_images=tuple(dropped),
+            before=RequestSize(**values["before"]),
+            after=RequestSize(**values["after"]),
+            dropped_images=tuple(values["dropped_images"]),
             screenshot_size=None if shot is None else (shot[0], shot[1]),
-            tree_tokens=tokens,
+            tree_tokens=values["tree_tokens"],
         )
 
 
-def _whole(value: object, low: int, high: int) -> bool:
-    """Whether `value` is an int (not a bool) from `low` to `high`."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+def _whole(value: object, high: int) -> bool:
+    """Whether `value` is an int (not a bool) from 1 to `high`."""
+    return type(value) is int and 1 <= value <= high
 
 
-def _check_whole(value: object, high: int, what: str) -> None:
-    if not _whole(value, 1, high):
-        raise StateError(f"{what} from 1 to {high}; got {number_excerpt(value)}")
+def _size(value: object) -> bool:
+    return type(value) is dict and value.keys() == _SIZE_KEYS and all(map(_count, value.values()))
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+_SIZE_KEYS: Final = {"bytes", "images", "input_tokens"}
+#: What a degradation record holds: each key's default, its test and the rule it states.
+_RECORD: Final[Mapping[str, tuple[Any, Callable[[Any], bool], str]]] = MappingProxyType(
+    {
+        "before": (None, _size, "an object of integer bytes, images, input_tokens"),
+        "after": (None, _size, "an object of integer bytes, images, input_tokens"),
+        "dropped_images": (
+            [],
+            lambda v: type(v) is list and all(_whole(turn, MAX_CONFIG_INT) for turn in v),
+            f"a list of turn numbers from 1 to {MAX_CONFIG_INT}",
+        ),
+        "screenshot_size": (
+            None,
+            lambda v: (
+                v is None
+                or (
+                    type(v) is list
+                    and len(v) == 2
+                    and all(_whole(side, MAX_FRAME_SIDE) for side in v)
+                )
+            ),
+            f"null or [width, height], ints from 1 to {MAX_FRAME_SIDE}",
+        ),
+        "tree_tokens": (
+            None,
+            lambda v: v is None or _whole(v, MAX_CONFIG_INT),
+            f"null or an int from 1 to {MAX_CONFIG_INT}",
+        ),
+    }
+)

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
 
 from osharm_core.accessibility import tree_text
 from osharm_core.config import OBSERVATION_TYPES, SCREENSHOT_TYPES, TREE_TYPES, ObservationType
-from osharm_core.errors import AccessibilityTreeError, ObservationError, ScreenshotError
+from osharm_core.errors import AccessibilityTreeError, ObservationError, ScreenshotError, excerpt
 
 PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
+_EXPECTED: Final = f"expected one of {', '.join(OBSERVATION_TYPES)}"
+_NEITHER: Final = (
+    "an observation needs 'screenshot' (PNG bytes) or 'accessibility_tree' (XML text); "
+    "this one has neither"
+)
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -21,78 +27,19 @@ def png_size(data: bytes) -> tuple[int, int]:
     >>> png_size(PNG_SIGNATURE + bytes.fromhex("0000000d49484452000007800000043808020000000000000000"))
     (1920, 1080)
     """
-    if not isinstance(data, bytes | bytearray):
-        raise ScreenshotError(f"screenshot must be PNG bytes, not {type(data).__name__}")
-    if not data.startswith(PNG_SIGNATURE):
-        raise ScreenshotError(
-            f"screenshot is not a PNG: it starts with {bytes(data[:8])!r}, "
-            f"not the PNG signature {PNG_SIGNATURE!r}"
-        )
-    if len(data) < 24 or data[12:16] != b"IHDR":
-        raise ScreenshotError("screenshot PNG is truncated or malformed: no IHDR header chunk")
-    width, height = struct.unpack(">II", data[16:24])
-    if width == 0 or height == 0:
-        raise ScreenshotError(f"screenshot PNG claims an empty image ({width} x {height})")
+    width, height = struct.unpack(">II", data[16:24]) if len(data) >= 24 else (0, 0)
+    problem = (
+        f"is not a PNG: it starts with {bytes(data[:8])!r}, not the PNG signature {PNG_SIGNATURE!r}"
+        if not data.startswith(PNG_SIGNATURE)
+        else "PNG is truncated or malformed: no IHDR header chunk"
+        if len(data) < 24 or data[12:16] != b"IHDR"
+        else f"PNG claims an empty image ({width} x {height})"
+        if width == 0 or height == 0
+        else None
+    )
+    if problem is not None:
+        raise ScreenshotError(f"screenshot {problem}")
     return width, height
-
-
-def _buffer(
-    value: bytes | bytearray | memoryview, key: str, error: type[ObservationError]
-) -> bytes:
-    """A bytes-like observation part as bytes (a released memoryview cannot be read)."""
-    try:
-        return bytes(value)
-    except ValueError as exc:
-        raise error(f"observation key {key!r} cannot be read: {exc}") from None
-
-
-def _screenshot(value: object, observation_type: str) -> bytes:
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise ScreenshotError(
-            f"observation key 'screenshot' must be PNG bytes for observation type "
-            f"{observation_type!r}; got {type(value).__name__}"
-        )
-    data = _buffer(value, "screenshot", ScreenshotError)
-    try:
-        png_size(data)
-    except ScreenshotError as exc:
-        raise ScreenshotError(
-            f"observation key 'screenshot' (observation type {observation_type!r}): {exc}"
-        ) from None
-    return data
-
-
-def _tree(value: object, observation_type: str) -> str:
-    if isinstance(value, bytes | bytearray | memoryview):
-        try:
-            value = tree_text(_buffer(value, "accessibility_tree", AccessibilityTreeError))
-        except AccessibilityTreeError as exc:
-            raise AccessibilityTreeError(
-                f"observation key 'accessibility_tree' (observation type {observation_type!r}): "
-                f"{exc}"
-            ) from None
-    if not isinstance(value, str):
-        raise AccessibilityTreeError(
-            f"observation key 'accessibility_tree' must be an XML string for observation type "
-            f"{observation_type!r}; got {type(value).__name__}"
-        )
-    if not value.strip():
-        raise AccessibilityTreeError(
-            f"observation key 'accessibility_tree' is empty (observation type {observation_type!r})"
-        )
-    return value
-
-
-def _required(
-    d: Mapping[str, Any], key: str, observation_type: str, error: type[ObservationError]
-) -> object:
-    value = d.get(key)
-    if value is None:
-        state = "has it set to None" if key in d else "has no such key"
-        raise error(
-            f"observation type {observation_type!r} needs the key {key!r}, but the observation {state}"
-        )
-    return value
 
 
 def _frozen_bytes(value: Any) -> Any:
@@ -101,12 +48,37 @@ def _frozen_bytes(value: Any) -> Any:
     The owner of a buffer may change it later; the frozen `Observation` must not
     change with it. What is not bytes-like is left for `from_dict` to refuse.
     """
-    if isinstance(value, bytearray | memoryview):
-        try:
-            return bytes(value)
-        except ValueError as exc:  # a released memoryview
-            raise ObservationError(f"an observation buffer cannot be read: {exc}") from None
-    return value
+    if not isinstance(value, bytearray | memoryview):
+        return value
+    try:
+        return bytes(value)
+    except ValueError as exc:  # a released memoryview
+        raise ObservationError(f"an observation buffer cannot be read: {exc}") from None
+
+
+def _screenshot(value: object) -> bytes:
+    data = _frozen_bytes(value)
+    if not isinstance(data, bytes):
+        raise ScreenshotError(f"must be PNG bytes; got {type(value).__name__}")
+    png_size(data)
+    return data
+
+
+def _tree(value: object) -> str:
+    data = _frozen_bytes(value)
+    text = tree_text(data) if isinstance(data, bytes) else data
+    if not isinstance(text, str) or not text.strip():
+        raise AccessibilityTreeError(f"must be an XML string, not empty; got {excerpt(value, 40)}")
+    return text
+
+
+#: What each key of an observation dict is read by, the error it gives and the types using it.
+_PARTS: Final = MappingProxyType(
+    {
+        "screenshot": (_screenshot, ScreenshotError, SCREENSHOT_TYPES),
+        "accessibility_tree": (_tree, AccessibilityTreeError, TREE_TYPES),
+    }
+)
 
 
 @attrs.frozen
@@ -145,36 +117,29 @@ class Observation:
         '<desktop-frame/>'
         """
         if observation_type is not None and observation_type not in OBSERVATION_TYPES:
-            raise ObservationError(
-                f"unknown observation type {observation_type!r}; expected one of "
-                f"{', '.join(OBSERVATION_TYPES)}"
-            )
+            raise ObservationError(f"unknown observation type {observation_type!r}; {_EXPECTED}")
         if not isinstance(d, Mapping):
-            raise ObservationError(
-                f"an observation must be a mapping with keys 'screenshot' and/or "
-                f"'accessibility_tree'; got {type(d).__name__}"
-            )
-        if observation_type is None:
-            wants_screenshot = d.get("screenshot") is not None
-            wants_tree = d.get("accessibility_tree") is not None
-            if not (wants_screenshot or wants_tree):
-                raise ObservationError(
-                    "an observation needs 'screenshot' (PNG bytes) or 'accessibility_tree' "
-                    "(XML text); this one has neither"
-                )
-            kind = "any"
-        else:
-            wants_screenshot = observation_type in SCREENSHOT_TYPES
-            wants_tree = observation_type in TREE_TYPES
-            kind = observation_type
-        screenshot = tree = None
-        if wants_screenshot:
-            value = _required(d, "screenshot", kind, ScreenshotError)
-            screenshot = _screenshot(value, kind)
-        if wants_tree:
-            value = _required(d, "accessibility_tree", kind, AccessibilityTreeError)
-            tree = _tree(value, kind)
-        return cls(screenshot=screenshot, accessibility_tree=tree)
+            raise ObservationError(f"an observation must be a mapping; got {type(d).__name__}")
+        kind = observation_type or "any"
+        wanted = [
+            key
+            for key, (_, _, types) in _PARTS.items()
+            if (d.get(key) is not None if observation_type is None else observation_type in types)
+        ]
+        if not wanted:
+            raise ObservationError(_NEITHER)
+        parts = {}
+        for key in wanted:
+            read, error, _ = _PARTS[key]
+            value = d.get(key)
+            if value is None:
+                state = "has it set to None" if key in d else "has no such key"
+                raise error(f"observation type {kind!r} needs {key!r}; the observation {state}")
+            try:
+                parts[key] = read(value)
+            except ObservationError as exc:
+                raise error(f"observation key {key!r} (observation type {kind!r}): {exc}") from None
+        return cls(**parts)
 
     @property
     def screenshot_size(self) -> tuple[int, int] | None:

@@ -9,11 +9,12 @@ balanced, shallowly nested candidates, so the work grows linearly with the reply
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import numbers
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -24,8 +25,13 @@ from osharm_core.state import MAX_INT_BITS, Action, Mask
 from osharm_core.vocabulary import SPECIAL_WORDS
 
 _FENCE: Final = "```"
-#: A language tag: one word, alone on the opening fence line.
-_LANGUAGE_TAG: Final = re.compile(r"[ \t]*([\w+#-]+)[ \t]*\r?")
+#: A language tag: one word (letters, digits, `_`) alone on the opening fence line, as the
+#: reference reads one (`c++`, `python-repl` or `#` there are code); any whitespace may
+#: follow it (a non-breaking space, a form feed, a `\r`).
+_LANGUAGE_TAG: Final = re.compile(r"[ \t]*(\w+)[^\S\n]*")
+#: A one-line block holding a word and whitespace only (```` ```py ``` ````): that word is a
+#: tag, as the reference reads it, and the block is empty.
+_TAG_ONLY: Final = re.compile(r"(\w+)\s+")
 #: Objects inside more balanced objects than this are not searched for embedded actions.
 _MAX_SEARCH_DEPTH: Final = 16
 #: JSON values nested deeper than this are not actions (computer_13 needs 2 levels).
@@ -46,10 +52,19 @@ class Block:
 
 @attrs.frozen
 class Fenced:
-    """A reply split into its fenced blocks and the lines standing wholly outside them."""
+    """A reply split into its fenced blocks and the lines standing wholly outside them.
+
+    `spans` are the `(start, end)` offsets of every pair of fences, empty blocks included.
+    """
 
     blocks: tuple[Block, ...]
-    outside_lines: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+    text: str = attrs.field(repr=False)
+
+    @property
+    def outside_lines(self) -> tuple[str, ...]:
+        """The lines of the reply that no pair of fences touches."""
+        return tuple(_lines_outside(self.text, self.spans))
 
 
 def _special_word(text: str) -> str | None:
@@ -58,9 +73,11 @@ def _special_word(text: str) -> str | None:
     return word if word in SPECIAL_WORDS else None
 
 
-def _special_words_outside(fenced: Fenced) -> list[str]:
-    """The special words standing alone on lines outside the blocks, in order."""
-    return [word for word in map(_special_word, fenced.outside_lines) if word is not None]
+def _special_words_outside(text: str, spans: Iterable[tuple[int, int]]) -> list[str]:
+    """The special words standing alone on lines wholly outside `spans`, in order."""
+    if not any(word in text for word in SPECIAL_WORDS):
+        return []
+    return [word for word in map(_special_word, _lines_outside(text, spans)) if word is not None]
 
 
 def _reply(text: object) -> str:
@@ -72,28 +89,32 @@ def _reply(text: object) -> str:
 
 def _split_tag(number: int, raw: str) -> Block:
     newline = raw.find("\n")
-    if newline >= 0:
-        match = _LANGUAGE_TAG.fullmatch(raw, 0, newline)
-        if match is not None and match.group(1) not in SPECIAL_WORDS:
-            return Block(number, match.group(1), raw[newline + 1 :])
-    return Block(number, "", raw)
+    match = _TAG_ONLY.fullmatch(raw) if newline < 0 else _LANGUAGE_TAG.fullmatch(raw, 0, newline)
+    if match is None or match.group(1) in SPECIAL_WORDS:
+        return Block(number, "", raw)
+    return Block(number, match.group(1), raw[newline + 1 :] if newline >= 0 else "")
 
 
-def _full_lines(text: str, start: int, end: int) -> Iterator[str]:
-    """The lines of `text[start:end]` that lie wholly inside it (not cut by either end)."""
-    lines = text[start:end].split("\n")
-    first = 0 if start == 0 else 1
-    last = len(lines) if end == len(text) else len(lines) - 1
-    yield from lines[first:last]
+def _lines_outside(text: str, spans: Iterable[tuple[int, int]]) -> list[str]:
+    """The lines of `text` that no span (sorted by start; they may overlap) touches."""
+    lines: list[str] = []
+    pos = 0
+    for start, end in [*spans, (len(text), len(text))]:
+        pieces = text[pos:start].split("\n")
+        # A piece cut by a span is part of a fence line, not a line of its own.
+        lines.extend(pieces[0 if pos == 0 else 1 : None if start == len(text) else -1])
+        pos = max(pos, end)
+    return lines
 
 
 def split_fences(text: str) -> Fenced:
     """Split a reply into fenced blocks (paired in order) and the lines outside them.
 
     The first fence after an opening one closes it; an opening fence with no
-    partner is ordinary text. Only a single word alone on the opening fence
-    line is a language tag (WAIT, DONE and FAIL never are). Empty blocks are
-    left out but still counted in the block numbers.
+    partner is ordinary text. Only a single word (letters, digits, `_`) alone
+    on the opening fence line, or alone with whitespace in a one-line block, is
+    a language tag (WAIT, DONE and FAIL never are). Empty blocks are left out
+    but still counted in the block numbers.
 
     >>> split_fences("Now:\\n```python\\nx = 1\\n```\\nDONE").blocks
     (Block(number=1, tag='python', content='x = 1\\n'),)
@@ -101,21 +122,16 @@ def split_fences(text: str) -> Fenced:
     ('Now:', 'DONE')
     """
     blocks: list[Block] = []
-    outside: list[str] = []
-    pos = 0
-    number = 0
-    while True:
-        opening = text.find(_FENCE, pos)
-        closing = -1 if opening < 0 else text.find(_FENCE, opening + 3)
-        if closing < 0:
-            outside.extend(_full_lines(text, pos, len(text)))
-            return Fenced(tuple(blocks), tuple(outside))
-        if opening > pos:
-            outside.extend(_full_lines(text, pos, opening))
-        number += 1
+    spans: list[tuple[int, int]] = []
+    opening = text.find(_FENCE)
+    closing = -1 if opening < 0 else text.find(_FENCE, opening + 3)
+    while closing >= 0:
+        spans.append((opening, closing + 3))
         if closing > opening + 3:
-            blocks.append(_split_tag(number, text[opening + 3 : closing]))
-        pos = closing + 3
+            blocks.append(_split_tag(len(spans), text[opening + 3 : closing]))
+        opening = text.find(_FENCE, closing + 3)
+        closing = -1 if opening < 0 else text.find(_FENCE, opening + 3)
+    return Fenced(tuple(blocks), tuple(spans), text)
 
 
 # --- the statement splitter ------------------------------------------------
@@ -261,12 +277,21 @@ def code_actions(
         for block in fenced.blocks:
             code = _inline_tagged(block, _INLINE_CODE_TAG).content
             found.extend(_block_actions(split_statements(code).strip()))
-        found.extend(_special_words_outside(fenced))
+        found.extend(_special_words_outside(text, fenced.spans))
     kept = found[:limit]
     if masks is not None:
-        prefix = som_prefix(masks)
-        kept = [action if action in SPECIAL_WORDS else prefix + action for action in kept]
+        kept = with_som_prefix(kept, som_prefix(masks))
     return CodeActions(tuple(kept), len(found) - len(kept))
+
+
+def with_som_prefix(actions: Iterable[str], prefix: str) -> list[str]:
+    """`actions` with `prefix` before each one that is code: not a special word, whatever
+    whitespace surrounds it (a block's `DONE\\r` stays bare, as the reference leaves it).
+
+    >>> with_som_prefix(["x()", "DONE\\r"], "tag_1=(2, 2)\\n")
+    ['tag_1=(2, 2)\\nx()', 'DONE\\r']
+    """
+    return [action if _special_word(action) else prefix + action for action in actions]
 
 
 def parse_code_from_string(text: str) -> list[str]:
@@ -541,6 +566,74 @@ def _embedded_actions(text: str) -> list[Action]:
     return actions
 
 
+#: The reference's block openings: "```json" and bare "```", each followed by whitespace.
+_REFERENCE_OPENINGS: Final = (re.compile(r"(```json)\s+"), re.compile(r"(```)\s+"))
+#: The reference's closing fences: "```" after whitespace.
+_CLOSING_AFTER_SPACE: Final = re.compile(r"(?<=\s)```")
+
+
+def _reference_blocks(text: str, opening: re.Pattern[str]) -> Iterator[tuple[int, int, str]]:
+    """`(start, end, content)` of the blocks the reference's pattern finds, in linear time.
+
+    The reference searches for `opening`, whitespace, the shortest content, whitespace
+    and a fence: the content runs from the first character after the whitespace to the
+    whitespace before the first fence that follows whitespace; with no such fence, a
+    fence right after two or more whitespace characters closes an empty block. A block
+    is searched for again only after the end of the last one found; once no fence
+    follows whitespace, none is searched for again (none can follow a later opening).
+    """
+    pos = 0
+    closed = True
+    for match in opening.finditer(text):
+        start = match.end()
+        if match.start() < pos:
+            continue
+        closing = _CLOSING_AFTER_SPACE.search(text, start + 1) if closed else None
+        closed = closing is not None
+        if closing is not None:
+            pos = closing.end()
+            yield match.start(), pos, text[start : closing.start()].rstrip()
+        elif text.startswith(_FENCE, start) and start - match.end(1) > 1:
+            pos = start + 3
+            yield match.start(), pos, ""
+
+
+def _reference_reading(text: str) -> tuple[list[Action], list[tuple[int, int]]] | None:
+    """The actions the reference reads in a reply, and the spans of its blocks; None when
+    it finds none, or anything that is not an action (see `_as_actions`).
+
+    The reference reads the ```` ```json ```` blocks, else the bare ```` ``` ```` ones
+    (see `_reference_blocks`), else the whole reply, as JSON. A block holding a
+    special word gives it here too.
+    """
+    for opening in _REFERENCE_OPENINGS:
+        blocks = _reference_blocks(text, opening)
+        first = next(blocks, None)
+        if first is not None:
+            break
+    else:
+        found = _as_actions(_load(text)[0])
+        return None if found is None else (found, [])
+    actions: list[Action] = []
+    spans: list[tuple[int, int]] = []
+    for start, end, content in itertools.chain([first], blocks):
+        word = _special_word(content)
+        found = [word] if word is not None else _as_actions(_load(content)[0])
+        if found is None:
+            return None
+        actions.extend(found)
+        spans.append((start, end))
+    return actions, spans
+
+
+def _own_reading(text: str, fenced: Fenced) -> Result[list[Action], ActionParseError]:
+    """The actions of our reading: the blocks of `fenced`, else the whole reply (as JSON,
+    else searched for embedded actions); the special words outside come later."""
+    if fenced.blocks:
+        return _block_json_actions(fenced)
+    return Success(_as_actions(_load(text)[0]) or _embedded_actions(text))
+
+
 def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseError]:
     """The computer_13 actions of a reply, or a Failure saying why there are none.
 
@@ -555,6 +648,13 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     lines of their own outside the blocks come last. Actions are not validated
     here (see `validate_computer_13`).
 
+    When the blocks (or the reply without them) give no action, the reply is read as the reference reads
+    it, and its actions are kept when they all are actions: the ```` ```json ````
+    blocks (an opening `json` and whitespace, closed by the first fence after
+    whitespace, so backticks inside a JSON string do not end the block), else
+    the bare ```` ``` ```` blocks opened by whitespace (a ```` ```python ```` block
+    repeating the action as code is skipped), else the whole reply.
+
     >>> parse_actions_from_string('```json\\n{"action_type": "PRESS", "key": "enter"}\\n```')
     <Success: [{'action_type': 'PRESS', 'key': 'enter'}]>
     >>> parse_actions_from_string("DONE")
@@ -567,16 +667,16 @@ def parse_actions_from_string(text: str) -> Result[list[Action], ActionParseErro
     if word is not None:
         return Success([word])
     fenced = split_fences(text)
-    actions: list[Action]
-    if fenced.blocks:
-        result = _block_json_actions(fenced)
-        if not isinstance(result, Success):
-            return result
-        actions = result.unwrap()
-    else:
-        value, _ = _load(text)
-        actions = _as_actions(value) or _embedded_actions(text)
-    actions.extend(_special_words_outside(fenced))
+    result = _own_reading(text, fenced)
+    spans: list[tuple[int, int]] = list(fenced.spans)
+    reading = None if result.value_or(None) else _reference_reading(text)
+    if reading is not None:
+        result = Success(reading[0])
+        spans = sorted([*spans, *reading[1]])
+    actions = result.value_or(None)
+    if actions is None:
+        return result
+    actions.extend(_special_words_outside(text, spans))
     if not actions:
         return Failure(ActionParseError(f"no computer_13 action found in reply {_excerpt(text)}"))
     return Success(actions)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from osharm_core.config import ActionSpace, AgentConfig, ObservationType, check_config
+from osharm_core.config import ActionSpace, AgentConfig, ObservationType
 from osharm_core.frames import CoordinateFrame
 from osharm_core.vocabulary import DEFAULT_SCREEN_SIZE, describe_actions
 
@@ -259,8 +259,7 @@ def _where(observation_type: ObservationType, frame: CoordinateFrame) -> str:
     if observation_type == "screenshot_a11y_tree":
         return f"{_WHERE[observation_type]} {_SHARED} {positions}"
     outside = "For a point outside every box, read it off the screenshot"
-    head, found, _ = _WHERE["som"].partition(outside)
-    assert found
+    head = _WHERE["som"].split(outside)[0]
     return f"{head}{outside}. {positions}"
 
 
@@ -303,7 +302,6 @@ def system_prompt(config: AgentConfig, frame: CoordinateFrame | None = None) -> 
     >>> "measures 1365 x 768 pixels" in system_prompt(AgentConfig(), frame)
     True
     """
-    check_config(config)
     key = (config.observation_type, config.action_space)
     prompt = PROMPTS[key] if frame is None or frame.is_identity else _framed_prompt(*key, frame)
     if config.client_password != DEFAULT_PASSWORD:

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
+from attrs.validators import and_, deep_iterable, instance_of, max_len, min_len, optional
 
-from osharm_core.errors import ConfigError, StateError, excerpt
+from osharm_core.errors import StateError, excerpt, refusing
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
 
@@ -65,9 +66,7 @@ class FrozenAction(Mapping[str, Any]):
 
     def __init__(self, items: Mapping[str, Any]) -> None:
         if not isinstance(items, Mapping):
-            raise TypeError(
-                f"FrozenAction needs a mapping (a computer_13 action); got {type(items).__name__}"
-            )
+            raise TypeError(f"FrozenAction needs a mapping (an action); got {type(items).__name__}")
         object.__setattr__(self, "_items", {key: freeze(value) for key, value in items.items()})
         object.__setattr__(self, "_hash", None)
 
@@ -131,6 +130,9 @@ def thaw(value: Any) -> Any:
     return value
 
 
+_TEXT_OR_NONE: Final = refusing("a string or None", optional(instance_of(str)), error=StateError)
+
+
 @attrs.frozen
 class ObservationRecord:
     """One turn's observation as it was sent, so history never recomputes it.
@@ -148,8 +150,8 @@ class ObservationRecord:
     history text is counted once however many steps it is sent in.
     """
 
-    screenshot: str | None = None
-    accessibility_tree: str | None = None
+    screenshot: str | None = attrs.field(default=None, validator=_TEXT_OR_NONE)
+    accessibility_tree: str | None = attrs.field(default=None, validator=_TEXT_OR_NONE)
     frame: CoordinateFrame | None = None
     degradation: Degradation | None = None
     text_tokens: dict[str, int] = attrs.field(factory=dict, init=False, eq=False, repr=False)
@@ -176,50 +178,19 @@ def _quoted(value: object) -> str:
 
 
 def _tupled(value: object) -> object:
-    """A list or tuple as a tuple; anything else as given, for the validator to refuse."""
-    return tuple(value) if isinstance(value, list | tuple) else value
-
-
-def _checks_tupled(value: object) -> object:
-    """A list or tuple of checks as a tuple of tuples (the checks as lists too, as JSON has them)."""
+    """A list or tuple as a tuple (its lists too, as JSON has them); else as given, for the
+    validator to refuse."""
     if not isinstance(value, list | tuple):
         return value
-    return tuple(tuple(check) if isinstance(check, list | tuple) else check for check in value)
+    return tuple(tuple(item) if isinstance(item, list | tuple) else item for item in value)
 
 
-def _text_field(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str):
-        raise StateError(
-            f"{type(instance).__name__}.{attribute.name} must be a string; got {_quoted(value)}"
-        )
+def _refusing(requirement: str, *validators: Any) -> Any:
+    return refusing(requirement, *validators, error=StateError)
 
 
-def _call_ids(_: object, __: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, tuple):
-        raise StateError(
-            f"Continuation.call_ids must be a list or tuple of strings; got {_quoted(value)}"
-        )
-    for index, call_id in enumerate(value):
-        if not isinstance(call_id, str):
-            raise StateError(
-                f"Continuation.call_ids[{index}] must be a string; got {_quoted(call_id)}"
-            )
-
-
-def _safety_checks(_: object, __: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, tuple):
-        raise StateError(
-            "Continuation.safety_checks must be a list or tuple of (id, code, message) "
-            f"triples; got {_quoted(value)}"
-        )
-    for index, check in enumerate(value):
-        if not (
-            isinstance(check, tuple) and len(check) == 3 and all(isinstance(x, str) for x in check)
-        ):
-            raise StateError(
-                f"Continuation.safety_checks[{index}] must be an (id, code, message) triple "
-                f"of strings; got {_quoted(check)}"
-            )
+_TEXT: Final = _refusing("a string", instance_of(str))
+_STRINGS: Final = deep_iterable(instance_of(str), instance_of(tuple))
 
 
 @attrs.frozen
@@ -241,64 +212,71 @@ class Continuation:
     (('sc_1', 'code', 'message'),)
     """
 
-    response_id: str = attrs.field(validator=_text_field)
-    call_ids: tuple[str, ...] = attrs.field(default=(), converter=_tupled, validator=_call_ids)
-    safety_checks: tuple[tuple[str, str, str], ...] = attrs.field(
-        default=(), converter=_checks_tupled, validator=_safety_checks
+    response_id: str = attrs.field(validator=_TEXT)
+    call_ids: tuple[str, ...] = attrs.field(
+        default=(), converter=_tupled, validator=_refusing("a list or tuple of strings", _STRINGS)
     )
-    native: str = attrs.field(default="", validator=_text_field)
+    safety_checks: tuple[tuple[str, str, str], ...] = attrs.field(
+        default=(),
+        converter=_tupled,
+        validator=_refusing(
+            "a list or tuple of (id, code, message) triples of strings",
+            deep_iterable(and_(_STRINGS, min_len(3), max_len(3)), instance_of(tuple)),
+        ),
+    )
+    native: str = attrs.field(default="", validator=_TEXT)
 
 
 def _turns(value: object, name: str) -> tuple[Any, ...]:
     """`value` as a tuple, when it is a sequence of turns (a string or a mapping is not)."""
-    if isinstance(value, tuple):
-        return value
-    if isinstance(value, list) or (
-        isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping)
-    ):
-        return tuple(value)
-    raise StateError(f"AgentState: {name} must be a list or tuple; got {_quoted(value)}")
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise StateError(f"AgentState: {name} must be a list or tuple; got {_quoted(value)}")
+    return tuple(value)
+
+
+def _all_of(value: Iterable[Any], kind: type, name: str) -> tuple[Any, ...]:
+    """`value` as a tuple of `kind`s, refusing anything else (naming the first bad turn)."""
+    turns = _turns(value, name)
+    bad = next((n for n, turn in enumerate(turns) if not isinstance(turn, kind)), None)
+    if bad is not None:
+        raise StateError(
+            f"AgentState: {name}[{bad}] must be a {kind.__name__}; got {_quoted(turns[bad])}"
+        )
+    return turns
 
 
 def _records(value: Iterable[ObservationRecord]) -> tuple[ObservationRecord, ...]:
-    records = _turns(value, "observations")
-    if set(map(type, records)) - {ObservationRecord}:  # else all are plainly records
-        for index, record in enumerate(records):
-            if not isinstance(record, ObservationRecord):
-                raise StateError(
-                    f"AgentState: observations[{index}] must be an ObservationRecord; "
-                    f"got {_quoted(record)}"
-                )
-    return records
+    return _all_of(value, ObservationRecord, "observations")
 
 
-def _bad_turn(index: int, problem: str) -> StateError:
-    return StateError(
-        f"AgentState: actions[{index}] must be null or a list of actions (code strings and "
-        f"computer_13 objects); {problem}"
-    )
+def _thoughts(value: Iterable[str]) -> tuple[str, ...]:
+    return _all_of(value, str, "thoughts")
 
 
 def _turn(turn: object, index: int) -> tuple[StoredAction, ...] | None:
     """One turn's actions stored frozen: the check both the constructor and `from_json` make."""
     if turn is None:
         return None
-    if isinstance(turn, str | bytes | bytearray | Mapping) or not isinstance(turn, Iterable):
-        raise _bad_turn(index, f"got {_quoted(turn)}")
     if type(turn) is tuple and set(map(type, turn)) <= _STORED_TYPES:
         return turn  # stored already (the history of an evolved state)
-    stored: list[StoredAction] = []
-    for action in turn:
-        if isinstance(action, str | FrozenAction):
-            stored.append(action)
-            continue
-        if not isinstance(action, Mapping):
-            raise _bad_turn(index, f"one is {_quoted(action)}")
-        problem = _not_json(action)
-        if problem is not None:
-            raise StateError(f"AgentState: actions[{index}] holds an action {problem}")
-        stored.append(FrozenAction(action))
-    return tuple(stored)
+    where = f"AgentState: actions[{index}]"
+    if isinstance(turn, str | bytes | bytearray | Mapping) or not isinstance(turn, Iterable):
+        raise StateError(f"{where} must be null or a list of actions; got {_quoted(turn)}")
+    stored = tuple(turn)
+    problems = (_not_action(action) for action in stored)
+    problem = next((p for p in problems if p is not None), None)
+    if problem is not None:
+        raise StateError(f"{where} {problem}")
+    return tuple(a if isinstance(a, str | FrozenAction) else FrozenAction(a) for a in stored)
+
+
+def _not_action(action: object) -> str | None:
+    """What keeps `action` from being stored, if anything (see `_not_json`)."""
+    if isinstance(action, str | FrozenAction):
+        return None
+    if isinstance(action, Mapping):
+        return _not_json(action)
+    return f"must be null or a list of actions (code and computer_13 objects); one is {_quoted(action)}"
 
 
 #: The most bits an integer in an action may have: fewer digits (about 4,214) than Python's JSON
@@ -318,24 +296,22 @@ def _not_json(action: Mapping[Any, Any]) -> str | None:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
-            return f"holding {_quoted(item)}, which JSON cannot hold"
+            return f"holds an action holding {_quoted(item)}, which JSON cannot hold"
         if isinstance(item, int) and item.bit_length() > MAX_INT_BITS:
-            return "holding an integer of more digits than JSON readers take"
+            return "holds an action holding an integer of more digits than JSON readers take"
         if isinstance(item, _JSON_LEAVES):
             continue
         if isinstance(item, Mapping):
             bad_key = next((key for key in item if not isinstance(key, str)), _NO_KEY)
             if bad_key is not _NO_KEY:
-                return f"with a key that is not a string ({_quoted(bad_key)})"
+                return f"holds an action with a key that is not a string ({_quoted(bad_key)})"
             children: Iterable[object] = item.values()
         elif isinstance(item, list | tuple):
             children = item
         else:
-            return f"holding {_quoted(item)}, which JSON cannot hold"
+            return f"holds an action holding {_quoted(item)}, which JSON cannot hold"
         if item and depth > MAX_ACTION_DEPTH:
-            return (
-                f"nested more than {MAX_ACTION_DEPTH} levels deep (the most a parsed reply holds)"
-            )
+            return f"holds an action nested more than {MAX_ACTION_DEPTH} levels deep (as no reply does)"
         stack.extend((child, depth + 1) for child in children)
     return None
 
@@ -352,31 +328,13 @@ def _actions(
     return tuple([_turn(turn, index) for index, turn in enumerate(_turns(value, "actions"))])
 
 
-def _thoughts(value: Iterable[str]) -> tuple[str, ...]:
-    thoughts = _turns(value, "thoughts")
-    if set(map(type, thoughts)) - {str}:
-        for index, thought in enumerate(thoughts):
-            if not isinstance(thought, str):
-                raise StateError(
-                    f"AgentState: thoughts[{index}] must be a string; got {_quoted(thought)}"
-                )
-    return thoughts
-
-
-def _continuation(_: object, __: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, Continuation):
-        raise StateError(
-            f"AgentState.continuation must be a Continuation or None; got {_quoted(value)}"
-        )
-
-
 def _same_lengths(instance: AgentState, _: attrs.Attribute[Any], __: object) -> None:
-    sizes = {len(instance.observations), len(instance.actions), len(instance.thoughts)}
-    if len(sizes) != 1:
-        raise StateError(
-            "AgentState: observations, actions and thoughts must have the same length; got "
-            f"{len(instance.observations)}, {len(instance.actions)}, {len(instance.thoughts)}"
-        )
+    sizes = (len(instance.observations), len(instance.actions), len(instance.thoughts))
+    if len(set(sizes)) != 1:
+        raise StateError(f"AgentState: {_TURNS} must have the same length; got {sizes}")
+
+
+_TURNS: Final = "observations, actions and thoughts"
 
 
 @attrs.frozen
@@ -400,7 +358,10 @@ class AgentState:
     thoughts: tuple[str, ...] = attrs.field(
         default=(), converter=_thoughts, validator=_same_lengths
     )
-    continuation: Continuation | None = attrs.field(default=None, validator=_continuation)
+    continuation: Continuation | None = attrs.field(
+        default=None,
+        validator=_refusing("a Continuation or None", optional(instance_of(Continuation))),
+    )
 
     def __len__(self) -> int:
         return len(self.thoughts)
@@ -440,64 +401,29 @@ class AgentState:
             raise StateError(f"AgentState.from_json: malformed state ({exc})") from None
 
 
-def _optional_text(value: object, where: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise StateError(f"AgentState.from_json: {where} must be a string or null")
-    return value
+def _record(value: object, where: str) -> ObservationRecord:
+    """One saved observation record; a `StateError` names `where` when it is malformed."""
+    if not isinstance(value, dict):
+        raise StateError(f"AgentState.from_json: {where} must be an object")
+    fields = {key: value.get(key) for key in ("screenshot", "accessibility_tree")}
+    for key, read in _RECORD_READERS:
+        try:
+            fields[key] = None if value.get(key) is None else read(value[key])
+        except ValueError as exc:
+            raise StateError(f"AgentState.from_json: {where}.{key}: {exc}") from None
+    return ObservationRecord(**fields)
 
 
-def _frame(value: object, where: str) -> CoordinateFrame | None:
-    if value is None:
-        return None
-    try:
-        return CoordinateFrame.from_json(value)
-    except ConfigError as exc:
-        raise StateError(f"AgentState.from_json: {where}: {exc}") from None
-
-
-def _degradation(value: object, where: str) -> Degradation | None:
-    if value is None:
-        return None
-    try:
-        return Degradation.from_json(value)
-    except ValueError as exc:
-        raise StateError(f"AgentState.from_json: {where}: {exc}") from None
+_RECORD_READERS: Final = (
+    ("frame", CoordinateFrame.from_json),
+    ("degradation", Degradation.from_json),
+)
 
 
 def _state_from_json(data: object) -> AgentState:
     if not isinstance(data, dict):
         raise StateError(f"AgentState.from_json expects an object; got {type(data).__name__}")
-    observations, actions, thoughts = data["observations"], data["actions"], data["thoughts"]
-    if not all(isinstance(turns, list) for turns in (observations, actions, thoughts)):
-        raise StateError("AgentState.from_json: observations, actions and thoughts must be lists")
-    records = []
-    for index, record in enumerate(observations):
-        if not isinstance(record, dict):
-            raise StateError(f"AgentState.from_json: observations[{index}] must be an object")
-        records.append(
-            ObservationRecord(
-                _optional_text(record.get("screenshot"), f"observations[{index}].screenshot"),
-                _optional_text(
-                    record.get("accessibility_tree"), f"observations[{index}].accessibility_tree"
-                ),
-                _frame(record.get("frame"), f"observations[{index}].frame"),
-                _degradation(record.get("degradation"), f"observations[{index}].degradation"),
-            )
-        )
+    records = [_record(r, f"observations[{n}]") for n, r in enumerate(data["observations"])]
     continuation = data.get("continuation")
-    resumed = None
-    if continuation is not None:
-        if not isinstance(continuation, dict) or not isinstance(
-            continuation.get("response_id"), str
-        ):
-            raise StateError("AgentState.from_json: continuation needs a 'response_id' string")
-        try:
-            resumed = Continuation(
-                continuation["response_id"],
-                continuation.get("call_ids", []),
-                continuation.get("safety_checks", []),
-                continuation.get("native", ""),
-            )
-        except StateError as exc:
-            raise StateError(f"AgentState.from_json: {exc}") from None
-    return AgentState(records, actions, thoughts, resumed)
+    resumed = None if continuation is None else Continuation(**continuation)
+    return AgentState(records, data["actions"], data["thoughts"], resumed)

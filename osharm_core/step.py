@@ -5,23 +5,24 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 from returns.result import Success
 
 from osharm_core.accessibility import LinearizedTable, linearize_table
-from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform, check_config
+from osharm_core.config import SCREENSHOT_TYPES, TREE_TYPES, AgentConfig, Platform
 from osharm_core.errors import ActionParseError, ConfigError, excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.marks import tag_screenshot
 from osharm_core.messages import ImagePart, Message, TextPart
-from osharm_core.observation import Observation
+from osharm_core.observation import Observation, png_size
 from osharm_core.parsing import (
     parse_actions_from_string,
     parse_code_from_som_string,
     parse_code_from_string,
     som_prefix,
+    with_som_prefix,
 )
 from osharm_core.prompts import system_message
 from osharm_core.reframe import (
@@ -33,7 +34,6 @@ from osharm_core.reframe import (
 from osharm_core.scaling import ScalingPreset, effective_scaling, resize_png, resolve_preset
 from osharm_core.state import Action, AgentState, Continuation, Mask, ObservationRecord
 from osharm_core.tokens import TokenSplit, cl100k_encoding, count_joined, trim_with_split
-from osharm_core.vocabulary import SPECIAL_WORDS
 
 # The user-message wording is part of the reference's wire format, kept byte for byte.
 _NEXT_STEP: Final = "What's the next step that you will do to help with the task?"
@@ -119,11 +119,12 @@ def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
     except TypeError:  # not iterable
         messages = None
     if messages is None or not all(isinstance(m, Message) for m in messages):
-        raise TypeError(
-            f"StepRequest.messages must be a sequence of Message; got {type(value).__name__} "
-            f"{excerpt(value)}"
-        )
+        raise TypeError(f"StepRequest.messages must be a sequence of Message; got {_quoted(value)}")
     return messages
+
+
+def _quoted(value: object) -> str:
+    return f"{type(value).__name__} {excerpt(value)}"
 
 
 def _masks(value: Iterable[Mask] | None) -> tuple[Mask, ...] | None:
@@ -215,9 +216,7 @@ def _scaled_frame(
     if scaling == "native" or observation.screenshot is None:
         return None
     preset = resolve_preset(scaling, config.model)
-    size = observation.screenshot_size
-    assert size is not None
-    frame = preset.frame_for(*size)
+    frame = preset.frame_for(*png_size(observation.screenshot))
     return None if frame.is_identity else (preset, frame)
 
 
@@ -227,12 +226,12 @@ def _process(
     kind = config.observation_type
     scaled = _scaled_frame(config, observation) if kind in SCREENSHOT_TYPES else None
     frame = None if scaled is None else scaled[1]
+    # from_dict has checked that the observation holds what its type needs.
+    shot, source = cast(bytes, observation.screenshot), observation.accessibility_tree
     if kind == "som":
-        assert observation.screenshot is not None
-        assert observation.accessibility_tree is not None
         marks = tag_screenshot(
-            observation.screenshot,
-            observation.accessibility_tree,
+            shot,
+            cast(str, source),
             config.platform,
             test_original=config.som_test_original,
             size=None if frame is None else (frame.image_width, frame.image_height),
@@ -243,16 +242,13 @@ def _process(
         return record, marks.masks, None
     tree = split = linearized = None
     if kind in TREE_TYPES:
-        source = observation.accessibility_tree
-        assert source is not None
         linearized = LinearizedTree.of(
-            source, config.platform, ubuntu_attributes=config.ubuntu_attributes
+            cast(str, source), config.platform, ubuntu_attributes=config.ubuntu_attributes
         )
         tree, split = trim_with_split(linearized.in_frame(frame), config.a11y_tree_max_tokens)
     screenshot = None
     if kind in SCREENSHOT_TYPES:
-        assert observation.screenshot is not None
-        png = observation.screenshot
+        png = shot
         if frame is not None:
             png = resize_png(png, (frame.image_width, frame.image_height))
         screenshot = _encode_png(png)
@@ -276,12 +272,8 @@ def prepare_step(
     string is a `ConfigError` (it would be written into the system prompt as `None`, and
     into a recording no reader takes).
     """
-    check_config(config)
     if not isinstance(instruction, str):
-        raise ConfigError(
-            f"the instruction must be a string; got {type(instruction).__name__} "
-            f"{excerpt(instruction)}"
-        )
+        raise ConfigError(f"the instruction must be a string; got {_quoted(instruction)}")
     if not isinstance(observation, Observation):
         observation = Observation.from_dict(observation, config.observation_type)
     else:
@@ -350,8 +342,7 @@ def parse_reply(
         return list(parse_code_from_string(response_text))
     codes = [reframe_code(code, frame) for code in parse_code_from_string(response_text)]
     if config.observation_type == "som":
-        prefix = som_prefix(masks or ())
-        codes = [c if c in SPECIAL_WORDS else prefix + c for c in codes]
+        codes = with_som_prefix(codes, som_prefix(masks or ()))
     return list(codes)
 
 
@@ -375,7 +366,6 @@ def complete_step(
     the frame a recorded reply was written in, replayed under other scaling (an
     identity frame reads screen pixels).
     """
-    check_config(config)
     frame = request.frame if reply_frame is None else reply_frame
     actions = parse_reply(config, response_text, request.masks, frame)
     new_state = attrs.evolve(

@@ -460,6 +460,25 @@ def fenced_replies(draw: st.DrawFn) -> str:
     return "".join(draw(st.lists(pieces, max_size=8)))
 
 
+#: Whitespace of every kind the fence readers meet: ASCII, Unicode spaces, line breaks.
+_FENCE_SPACE = st.sampled_from([" ", "\n", "\r\n", "\t", "\xa0", "\x0c", "\u2003", "\x85", "\x1c"])
+
+
+@st.composite
+def fence_heavy_replies(draw: st.DrawFn) -> str:
+    """Replies dense in fences, `json` tags, whitespace of every kind and JSON actions, so
+    blocks open, close and pair in every way a fence reader can take them."""
+    pieces = st.one_of(
+        _FENCE_SPACE,
+        st.sampled_from(["```", "```json", "```JSON", "```python", "`", "json", "x", "{", '"']),
+        st.sampled_from(SPECIAL_WORDS) | st.sampled_from(SPECIAL_WORDS).map(lambda w: f'"{w}"'),
+        st.just('{"action_type": "CLICK", "x": 1, "y": 2}'),
+        st.just('{"action_type": "TYPING", "text": "a ``` b"}'),
+        st.just('[{"action_type": "PRESS", "key": "enter"}]'),
+    )
+    return "".join(draw(st.lists(pieces, max_size=14)))
+
+
 # --- accessibility trees, trimming, set-of-marks (tests/test_accessibility.py, ...) ---
 
 from lxml import etree as _etree  # noqa: E402  (kept inside this section)

@@ -317,20 +317,22 @@ _SIZE = {"bytes": 1, "images": 1, "input_tokens": 1}
 @pytest.mark.parametrize(
     ("field", "value", "quoted"),
     [
-        ("screenshot_size", [0, 5], "got 0"),
-        ("screenshot_size", [-3, 5], "got -3"),
-        ("screenshot_size", [True, 7], "got True"),
-        ("screenshot_size", [5, 1_048_577], "got 1048577"),
-        ("screenshot_size", [5.0, 5], "got 5.0"),
-        ("screenshot_size", [5, 5, 5], "got 3 values"),
-        ("screenshot_size", "5x5", "got str"),
+        ("screenshot_size", [0, 5], r"got \[0, 5\]"),
+        ("screenshot_size", [-3, 5], r"got \[-3, 5\]"),
+        ("screenshot_size", [True, 7], r"got \[True, 7\]"),
+        ("screenshot_size", [5, 1_048_577], r"got \[5, 1048577\]"),
+        ("screenshot_size", [5.0, 5], r"got \[5\.0, 5\]"),
+        ("screenshot_size", [5, 5, 5], r"got \[5, 5, 5\]"),
+        ("screenshot_size", "5x5", "got '5x5'"),
         ("tree_tokens", 0, "got 0"),
         ("tree_tokens", -5, "got -5"),
         ("tree_tokens", True, "got True"),
         ("tree_tokens", 2**63, "got 9223372036854775808"),
-        ("dropped_images", [1, 0], "got 0"),
-        ("dropped_images", [False], "got False"),
-        ("dropped_images", {"1": 1}, "got dict"),
+        ("dropped_images", [1, 0], r"got \[1, 0\]"),
+        ("dropped_images", [False], r"got \[False\]"),
+        ("dropped_images", {"1": 1}, "got {'1': 1}"),
+        ("before", {"bytes": 1, "images": 1}, "got {'bytes': 1, 'images': 1}"),
+        ("after", None, "got None"),
     ],
 )
 def test_a_bad_degradation_record_is_a_state_error_naming_its_field(
@@ -339,7 +341,7 @@ def test_a_bad_degradation_record_is_a_state_error_naming_its_field(
     """Sizes are 1 to the largest frame side and trees and turns at least 1, never booleans:
     a hostile record never reaches a frame or a resample."""
     record = {"before": _SIZE, "after": _SIZE, field: value}
-    with pytest.raises(StateError, match=f"'{field}'.*{quoted}"):
+    with pytest.raises(StateError, match=f"^'{field}' must be .*; {quoted}$"):
         Degradation.from_json(record)
 
 

@@ -174,10 +174,8 @@ def test_a_continuation_keeps_tuples_of_strings(
     bad_id = _first_bad(call_ids, lambda c: isinstance(c, str))
     bad_check = _first_bad(checks, lambda c: len(c) == 3 and all(isinstance(x, str) for x in c))
     if bad_id is not None or bad_check is not None:
-        where = (
-            f"call_ids\\[{bad_id}\\]" if bad_id is not None else f"safety_checks\\[{bad_check}\\]"
-        )
-        with pytest.raises(StateError, match=rf"Continuation\.{where} must be"):
+        where = "call_ids" if bad_id is not None else "safety_checks"
+        with pytest.raises(StateError, match=rf"Continuation\.{where} must be .*; got "):
             Continuation(response_id, call_ids, checks, native)
         return
     continuation = Continuation(response_id, call_ids, checks, native)
@@ -193,10 +191,10 @@ def test_a_continuation_keeps_tuples_of_strings(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ((None,), "response_id must be a string; got NoneType"),
-        (("r", "call_1"), "call_ids must be a list or tuple of strings; got str"),
-        (("r", (), {"id": "x"}), "safety_checks must be a list or tuple"),
-        (("r", (), (), b"{}"), "native must be a string; got bytes"),
+        ((None,), "response_id must be a string; got None$"),
+        (("r", "call_1"), "call_ids must be a list or tuple of strings; got 'call_1'$"),
+        (("r", (), {"id": "x"}), "safety_checks must be a list or tuple .*; got {'id': 'x'}$"),
+        (("r", (), (), b"{}"), "native must be a string; got b'{}'$"),
     ],
 )
 def test_continuation_fields_of_the_wrong_type_are_state_errors(

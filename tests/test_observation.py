@@ -122,13 +122,6 @@ def test_huge_claimed_size_is_read_without_decoding() -> None:
     assert Observation(screenshot=PNG).screenshot_size == (1920, 1080)
 
 
-@pytest.mark.parametrize("value", [None, "\x89PNG", 5, memoryview(b"\x89PNG")])
-def test_png_size_needs_bytes(value: object) -> None:
-    """png_size of anything but bytes is a ScreenshotError naming the type, not an AttributeError."""
-    with pytest.raises(ScreenshotError, match=f"must be PNG bytes, not {type(value).__name__}"):
-        png_size(value)  # type: ignore[arg-type]
-
-
 def test_repr_hides_payloads() -> None:
     """The repr shows sizes, not megabytes of bytes and XML."""
     text = repr(Observation(screenshot=PNG, accessibility_tree=XML))
@@ -170,10 +163,11 @@ def test_a_released_buffer_is_an_observation_error() -> None:
 
 
 def test_a_released_buffer_in_an_observation_dict_names_its_key() -> None:
+    """A released buffer under either key is refused by type, with the key named."""
     screenshot, tree = memoryview(PNG), memoryview(XML.encode())
     screenshot.release()
     tree.release()
-    with pytest.raises(ScreenshotError, match="key 'screenshot' cannot be read"):
+    with pytest.raises(ScreenshotError, match=r"key 'screenshot' .*cannot be read"):
         Observation.from_dict({"screenshot": screenshot, "accessibility_tree": XML})
-    with pytest.raises(AccessibilityTreeError, match="key 'accessibility_tree' cannot be read"):
+    with pytest.raises(AccessibilityTreeError, match=r"key 'accessibility_tree' .*cannot be read"):
         Observation.from_dict({"screenshot": PNG, "accessibility_tree": tree})

@@ -87,14 +87,46 @@ def test_code_on_the_fence_line_is_kept() -> None:
 
 
 @pytest.mark.parametrize(
-    "tag", ["python", "py", "Python3", "bash", "json", "c++", " python  ", "\tpy"]
+    "tag",
+    [
+        "python",
+        "py",
+        "Python3",
+        "bash",
+        "json",
+        " python  ",
+        "\tpy",
+        "python\xa0",
+        "py\x0c",
+        "python\u2003",
+        "python \r",
+        "sh\x1c",
+    ],
 )
 def test_single_word_on_the_fence_line_is_a_language_tag(tag: str) -> None:
-    """One word, optionally padded with spaces, alone on the opening line is dropped as a tag."""
+    """One word, optionally padded with spaces, alone on the opening line is dropped as a tag;
+    any whitespace may follow it (a non-breaking space, a form feed), as the reference strips."""
     assert parse_code_from_string(f"```{tag}\npyautogui.press('a')\n```") == [
         "pyautogui.press('a')"
     ]
     assert split_fences(f"```{tag}\nx\n```").blocks[0].tag == tag.strip()
+
+
+@pytest.mark.parametrize("tag", ["c++", "python-repl", "#", "objective-c", "c#"])
+def test_a_tag_is_letters_digits_and_underscores_as_the_reference_reads_it(tag: str) -> None:
+    """A fence line with other characters (`c++`, `python-repl`, `#`) is code, kept as the
+    reference keeps it (a `#` line is a comment, so that code runs the same)."""
+    assert parse_code_from_string(f"```{tag}\npyautogui.press('a')\n```") == [
+        f"{tag}\npyautogui.press('a')"
+    ]
+    assert parse_code_from_string(f"```{tag}\n```") == [tag]
+
+
+@pytest.mark.parametrize("reply", ["```py ```", "```python\xa0```", "```bash\t \x0c```"])
+def test_a_one_line_block_of_a_word_and_whitespace_is_an_empty_tagged_block(reply: str) -> None:
+    """```` ```py ``` ```` is a tag and nothing else, as the reference reads it: no action."""
+    assert parse_code_from_string(reply) == []
+    assert split_fences(reply).blocks[0].tag == reply[3:].split()[0].rstrip("`")
 
 
 def test_crlf_fence_line_is_a_language_tag() -> None:
@@ -288,6 +320,15 @@ def test_som_code_gets_the_prefix_and_specials_do_not() -> None:
     assert parse_code_from_som_string(fence("x()"), []) == ["x()"]
 
 
+@pytest.mark.parametrize("word", SPECIAL_WORDS)
+def test_a_special_word_before_crlf_gets_no_som_prefix(word: str) -> None:
+    """A block's `DONE\r` (a CRLF reply ending two special words) stays bare, as the reference
+    leaves every action that is a special word once stripped."""
+    reply = f"```\r\n{word}\r\n{word}\r\n```"
+    assert parse_code_from_string(reply) == [f"{word}\r", word]
+    assert parse_code_from_som_string(reply, [(0, 0, 4, 4)]) == [f"{word}\r", word]
+
+
 @pytest.mark.parametrize(
     "masks",
     [
@@ -334,7 +375,7 @@ def test_som_prefix_on_every_code_action(
     prefix = som_prefix(masks)
     assert len(prefix.splitlines()) == len(masks)
     assert all(re.fullmatch(r"tag_\d+=\(\d+, \d+\)", line) for line in prefix.splitlines())
-    assert tagged == [a if a in SPECIAL_WORDS else prefix + a for a in plain]
+    assert tagged == [a if a.strip() in SPECIAL_WORDS else prefix + a for a in plain]
 
 
 # --- parse_actions_from_string ------------------------------------------------------------
@@ -480,6 +521,36 @@ def test_a_bare_list_with_another_value_goes_to_the_prose_search() -> None:
     actions; the objects with an `action_type` in it are found as in prose."""
     assert actions_of(json.dumps([CLICK, 3, "DONE"])) == [CLICK]
     assert actions_of(json.dumps([CLICK, "done"])) == [CLICK]
+
+
+TYPING_MARKDOWN = {"action_type": "TYPING", "text": "```python\nprint(1)\n```"}
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            fence(json.dumps(CLICK), "") + "\n" + fence("pyautogui.click(10, 20)", "python"),
+            [CLICK],
+        ),
+        (fence(json.dumps(TYPING_MARKDOWN), "json"), [TYPING_MARKDOWN]),
+        (fence(json.dumps(TYPING_MARKDOWN), ""), [TYPING_MARKDOWN]),
+        (json.dumps({"action_type": "TYPING", "text": "```x```"}), None),
+        ("Use ``` to fence code.\n" + fence(json.dumps(CLICK), "json") + "\nDONE", [CLICK, "DONE"]),
+        ("WAIT\n```\n" + fence('"FAIL"', "json"), ["FAIL", "WAIT"]),
+    ],
+)
+def test_replies_the_reference_reads_are_read(reply: str, expected: list[Any] | None) -> None:
+    """Where our blocks give no action, the reference's reading is used: a JSON block then
+    the action repeated as code, backticks inside a JSON string, a stray fence."""
+    assert actions_of(reply) == (expected or [json.loads(reply)])
+
+
+@pytest.mark.parametrize("reply", ["5", "null", "true", '"hello"', "[1, 2]", "[]", "[[{}]]"])
+def test_bare_json_that_is_no_action_is_a_failure(reply: str) -> None:
+    """Deliberate: bare JSON that is not an object, a special word or a list of them is a
+    Failure; the reference returns it as the one action, which the environment cannot run."""
+    assert "no computer_13 action found" in error_of(reply)
 
 
 def test_one_bad_block_fails_the_whole_reply() -> None:

@@ -24,6 +24,7 @@ from osharm_core import (
     tag_screenshot,
     trim_accessibility_tree,
 )
+from osharm_core.config import check_config
 from osharm_core.step import StepRequest
 from tests import strategies as s
 from tests.conftest import OBSERVATIONS, fixture_observation
@@ -187,20 +188,17 @@ def test_prepare_step_checks_the_observation() -> None:
         prepare_step(config, AgentState(), "t", Observation(accessibility_tree="<a/>"))
 
 
-def test_a_config_given_as_a_dict_is_a_type_error_naming_agentconfig() -> None:
-    """A dict where the config goes is refused up front, pointing at AgentConfig.from_json, not an
-    AttributeError from deep inside (the dict is a config's to_json, the likeliest mistake)."""
+def test_check_config_names_agentconfig_for_a_dict() -> None:
+    """The adapters' entry points refuse a dict where a config goes with a TypeError pointing
+    at AgentConfig.from_json (the dict is a config's to_json, the likeliest mistake); the pure
+    functions take the AgentConfig their signature names and do not check it again."""
     config = AgentConfig(observation_type="a11y_tree", action_space="pyautogui")
-    request = prepare_step(config, AgentState(), "t", {"accessibility_tree": "<a/>"})
+    assert check_config(config) is config
     hint = "config must be an AgentConfig \\(build one from a dict with AgentConfig.from_json\\)"
     with pytest.raises(TypeError, match=hint):
-        prepare_step(config.to_json(), AgentState(), "t", {"accessibility_tree": "<a/>"})  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=hint):
-        complete_step(config.to_json(), AgentState(), request, "DONE")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=hint):
-        system_prompt(config.to_json())  # type: ignore[arg-type]
+        check_config(config.to_json())
     with pytest.raises(TypeError, match="config must be an AgentConfig; got str"):
-        system_prompt("gpt-4o")  # type: ignore[arg-type]
+        check_config("gpt-4o")
 
 
 @pytest.mark.parametrize("buffer", [bytearray, memoryview])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import threading
@@ -173,12 +174,46 @@ def test_malformed_trees_raise_typed_errors(document: bytes, where: str) -> None
         linearize_accessibility_tree(document)
 
 
-def test_deep_tree_is_refused_with_a_typed_error() -> None:
-    """Nesting past libxml2's 256 levels is refused as a parser limit, not a crash."""
-    deep = "<label>" * 300 + "</label>" * 300
-    with pytest.raises(AccessibilityTreeError, match="256 levels"):
+_UBUNTU = (
+    'xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
+    'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component"'
+)
+
+
+def _nested_buttons(depth: int) -> str:
+    """`depth` push buttons, each inside the one before, every one kept by the filter."""
+    shown = 'st:showing="true" st:visible="true" st:enabled="true" cp:size="(8, 8)"'
+    opened = "".join(
+        f'<push-button name="b{i}" {shown} cp:screencoord="({i}, 0)">' for i in range(depth)
+    )
+    return f"<r {_UBUNTU}>{opened}{'</push-button>' * depth}</r>"
+
+
+@pytest.mark.parametrize("depth", [257, 300, 2047])
+def test_deep_trees_are_linearized_as_the_reference_does(depth: int) -> None:
+    """Nesting past libxml2's default 256 levels is linearized, a row per kept node in
+    document order, as the reference's ElementTree reads it."""
+    rows = linearize_accessibility_tree(_nested_buttons(depth)).splitlines()[1:]
+    assert [row.split("\t")[1] for row in rows] == [f"b{i}" for i in range(depth)]
+    noise = io.BytesIO()
+    Image.effect_noise((64, 64), 60).save(noise, "PNG")
+    assert len(tag_screenshot(noise.getvalue(), _nested_buttons(depth)).masks) <= depth
+
+
+@pytest.mark.parametrize("depth", [2049, 100_000])
+def test_a_tree_past_the_depth_bound_is_refused_with_a_typed_error(depth: int) -> None:
+    """Nesting past 2,048 levels is refused as a parser limit naming the bound, not a crash."""
+    deep = "<label>" * depth + "</label>" * depth
+    with pytest.raises(AccessibilityTreeError, match="nesting up to 2,048 levels"):
         linearize_accessibility_tree(deep)
-    assert linearize_accessibility_tree("<panel>" * 200 + "</panel>" * 200).count("\n") == 0
+
+
+def test_a_deep_tree_keeps_the_value_limit() -> None:
+    """A tree parsed again for its depth still refuses a single value over 10 MB."""
+    value = "x" * (11 * 1024 * 1024)
+    deep = "<a>" * 300 + f'<b name="{value}"/>' + "</a>" * 300
+    with pytest.raises(AccessibilityTreeError, match="parser's limits: it holds a value too long"):
+        parse_accessibility_tree(deep)
 
 
 @pytest.mark.parametrize("where", ["text", "attribute"])
