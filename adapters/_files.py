@@ -13,11 +13,14 @@ flags an OS lacks (Windows has no `O_NOFOLLOW`, `O_NONBLOCK`, `O_NOCTTY`,
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
+
+from adapters.errors import TrajectoryError, UnwritableRecord
 
 #: The largest JSON input read whole (a task list, a task config, a task.json, a price table).
 MAX_JSON_BYTES: Final = 64 * 1024 * 1024
@@ -172,3 +175,56 @@ def create_file(
 
 def _reason(exc: Exception) -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+# --- records: appended whole, as strict JSON -----------------------------------------
+
+
+def append_fsynced(path: Path, data: bytes) -> None:
+    """Append `data` to the regular file `path` (made when missing; a symbolic link there is
+    refused, not followed) and fsync it.
+
+    When that fails part-way (a full disk), the file is cut back to its old
+    length before the `OSError` is re-raised, so no half line is left for the
+    next append to be glued onto.
+    """
+    fd = open_appending(path, TrajectoryError)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TrajectoryError(f"{path} is not a regular file; cannot append to it")
+        try:
+            rest = memoryview(data)
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, info.st_size)
+            raise
+    finally:
+        os.close(fd)
+
+
+def record_json(value: Any, what: str, *, indent: int | None = None) -> str:
+    """`value` as the strict JSON text a record holds (readable text, no `NaN`); an
+    `UnwritableRecord` naming `what` when JSON cannot hold it (a `NaN`, an object JSON has
+    no form for, nesting past the encoder's depth)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
+
+
+def json_line(value: Any, what: str) -> bytes:
+    """`value` as one line of UTF-8 JSON: readable text, or escapes where text is not valid Unicode."""
+    text = record_json(value, what)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: \uXXXX escapes round-trip them
+        return (json.dumps(value, allow_nan=False) + "\n").encode("ascii")
+
+
+def utf8(text: str | None) -> bytes | None:
+    """A tree as UTF-8; characters that cannot be encoded (lone surrogates) are written as escapes."""
+    return None if text is None else text.encode("utf-8", errors="backslashreplace")

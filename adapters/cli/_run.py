@@ -295,7 +295,7 @@ class _Run:
                     report=self.report,
                     budget=self.budget,
                     layout=self.layout,
-                    on_step=self.stepped,
+                    on_step=self.stepped if self.args.format == "jsonl" else None,
                 )
             finally:
                 await self.clients.aclose()
@@ -338,8 +338,6 @@ class _Run:
 
     def stepped(self, task: OsworldTask, record: StepRecord) -> None:
         """A step's line (jsonl): its observation, actions, tokens, cost and latency."""
-        if self.args.format != "jsonl":
-            return
         tally, usage = self.tallies[_key(task)], record.response.usage
         step_in = usage.input_tokens
         if step_in is None:

@@ -536,7 +536,8 @@ async def arun_task(
     def stepped(record: StepRecord) -> None:
         nonlocal steps
         steps += 1
-        hears.stepped(task, steps, max_steps)
+        if listener is not None:
+            listener.stepped(task, steps, max_steps)
         if on_step is not None:
             on_step(task, record)
 

@@ -18,18 +18,16 @@ files, the JSON names them). The screenshot and tree files make the
 directory a valid `ReplayEnv` directory.
 """
 
-import contextlib
 import fnmatch
 import logging
 import os
-import stat
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from adapters._checks import path_argument
-from adapters._files import create_file, open_appending
+from adapters._files import append_fsynced, create_file, json_line, record_json, utf8
 from adapters.errors import TrajectoryError, TrajectoryExistsError
 from adapters.record import ActionRecord, EpisodeEnd, StepRecord
 from adapters.trajectories.jsonl_format import (
@@ -40,11 +38,8 @@ from adapters.trajectories.jsonl_format import (
     PROMPT_FLAGS,
     TRAJECTORY_FILE,
     TrajectoryEntry,
-    _json_line,
     _read_regular,
     _replayed_from,
-    _utf8,
-    record_json,
     usage_json,
 )
 from adapters.trajectories.jsonl_read import (
@@ -75,32 +70,6 @@ def _fsync_write(path: Path, data: bytes) -> None:
     """Write `data` to a new file at `path`, fsynced; never through a symbolic link nor over a
     file already there (`TrajectoryError`), and removed again when the write fails."""
     create_file(path, data, TrajectoryError)
-
-
-def _fsync_append(path: Path, data: bytes) -> None:
-    """Append `data` to the regular file `path` (made when missing; a symbolic link there is
-    refused, not followed) and fsync it.
-
-    When that fails part-way (a full disk), the file is cut back to its old
-    length before the `OSError` is re-raised, so no half line is left for the
-    next append to be glued onto.
-    """
-    fd = open_appending(path, TrajectoryError)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise TrajectoryError(f"{path} is not a regular file; cannot append to it")
-        try:
-            rest = memoryview(data)
-            while rest:
-                rest = rest[os.write(fd, rest) :]
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, info.st_size)
-            raise
-    finally:
-        os.close(fd)
 
 
 #: The names of a recording's step files (`overwrite` removes every file named so).
@@ -184,7 +153,7 @@ class TrajectoryRecorder:
         ended it, why), unless the episode failed: a rerun then skips it."""
         if end.failed is None:
             marker = {"score": end.score, "budget_exceeded": end.budget_exceeded}
-            _fsync_write(self.directory / FINISHED_FILE, _json_line(marker, FINISHED_FILE))
+            _fsync_write(self.directory / FINISHED_FILE, json_line(marker, FINISHED_FILE))
 
     def record(self, step: StepRecord) -> TrajectoryEntry:
         """`step` under its old name (kept for a release)."""
@@ -202,19 +171,19 @@ class TrajectoryRecorder:
         stem = f"step_{number:04d}"
         contents = {
             "screenshot": (f"{stem}.png", step.screenshot),
-            "accessibility_tree": (f"{stem}.xml", _utf8(step.accessibility_tree)),
+            "accessibility_tree": (f"{stem}.xml", utf8(step.accessibility_tree)),
             "som_screenshot": (f"{stem}_som.png", step.som_screenshot),
         }
         files = {key: None if data is None else name for key, (name, data) in contents.items()}
         entry = self._entry(number, step, files)
-        line = _json_line(entry.to_json(), f"step {number}")
+        line = json_line(entry.to_json(), f"step {number}")
         written: list[Path] = []
         try:
             for name, data in contents.values():
                 if data is not None:
                     _fsync_write(self.directory / name, data)
                     written.append(self.directory / name)
-            _fsync_append(self.path, line)
+            append_fsynced(self.path, line)
         except (OSError, TrajectoryError):
             for path in written:
                 path.unlink(missing_ok=True)
@@ -279,13 +248,12 @@ __all__ = [
     "TrajectoryFile",
     "TrajectoryRecorder",
     "_Bad",
-    "_json_line",
     "_masks",
     "_optional_value",
     "_plain_file_name",
     "_read_regular",
-    "_utf8",
     "episode_steps",
+    "json_line",
     "open_trajectory",
     "parse_entry",
     "read_trajectory",
@@ -295,4 +263,5 @@ __all__ = [
     "too_many_steps",
     "trajectory_path",
     "usage_json",
+    "utf8",
 ]

@@ -14,7 +14,6 @@ A recorded directory looks like this::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,7 +21,7 @@ import attrs
 
 from adapters._files import read_regular
 from adapters.contract import ModelResponse, Usage
-from adapters.errors import TrajectoryError, UnwritableRecord
+from adapters.errors import TrajectoryError
 from osharm_core import (
     Action,
     Continuation,
@@ -198,30 +197,6 @@ def usage_json(usage: Usage) -> dict[str, int | None]:
     """`usage` as JSON: the three counts always, cached and reasoning tokens only when reported."""
     counts = attrs.asdict(usage)
     return {k: v for k, v in counts.items() if k in _BASE_USAGE_KEYS or v is not None}
-
-
-def record_json(value: Any, what: str, *, indent: int | None = None) -> str:
-    """`value` as the strict JSON text a record holds (readable text, no `NaN`); an
-    `UnwritableRecord` naming `what` when JSON cannot hold it (a `NaN`, an object JSON has
-    no form for, nesting past the encoder's depth)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise UnwritableRecord(f"{what} cannot be written as JSON: {exc}") from None
-
-
-def _json_line(value: Any, what: str) -> bytes:
-    """`value` as one line of UTF-8 JSON: readable text, or escapes where text is not valid Unicode."""
-    text = record_json(value, what)
-    try:
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: \uXXXX escapes round-trip them
-        return (json.dumps(value, allow_nan=False) + "\n").encode("ascii")
-
-
-def _utf8(text: str | None) -> bytes | None:
-    """A tree as UTF-8; characters that cannot be encoded (lone surrogates) are written as escapes."""
-    return None if text is None else text.encode("utf-8", errors="backslashreplace")
 
 
 def _read_regular(

@@ -43,7 +43,7 @@ from typing import Any, Final
 import attrs
 
 from adapters._checks import flag_field, path_argument, positive_int
-from adapters._files import _reason, create_file
+from adapters._files import _reason, append_fsynced, create_file, json_line, record_json, utf8
 from adapters.errors import (
     AccessibilityTreeError,
     EnvironmentFailure,
@@ -51,12 +51,6 @@ from adapters.errors import (
     TrajectoryExistsError,
 )
 from adapters.record import ActionRecord, EpisodeEnd, StepRecord, part_bytes, tree_part
-from adapters.trajectories.jsonl import (
-    _fsync_append,
-    _json_line,
-    _utf8,
-    record_json,
-)
 from adapters.trajectories.result_folders import (  # the layout's names, and its reader
     BETTER_LOG,
     CAPTIONS_DIR,
@@ -224,14 +218,14 @@ def _indented(text: str, prefix: str) -> str:
 
 def _append_line(path: Path, value: Any, what: str) -> None:
     """One JSON line appended to `path` (see `_append`)."""
-    _append(path, _json_line(value, what))
+    _append(path, json_line(value, what))
 
 
 def _append(path: Path, line: bytes) -> None:
-    """`line` appended to `path`, whole or not at all (see `_fsync_append`); a
+    """`line` appended to `path`, whole or not at all (see `append_fsynced`); a
     `TrajectoryError` naming the file when it cannot be (a full disk, a directory there)."""
     try:
-        _fsync_append(path, line)
+        append_fsynced(path, line)
     except OSError as exc:
         raise TrajectoryError(f"cannot append to {path}: {_reason(exc)}") from None
 
@@ -424,7 +418,7 @@ class ResultWriter:
         """
         png = part_bytes(observation.get("screenshot"))
         tree = tree_part(observation.get("accessibility_tree"))
-        xml = _utf8(tree) if isinstance(tree, str) else tree
+        xml = utf8(tree) if isinstance(tree, str) else tree
         self.last_screenshot = None if png is None else name
         files = ((name, png), (name.removesuffix(".png") + ".xml", xml))
         self._write(functools.partial(self._put, files))
@@ -497,7 +491,7 @@ class ResultWriter:
         name = self._save(f"step_{record.step}_{stamp}.png", record.observation)
         if record.action is None:
             return
-        line = _json_line(
+        line = json_line(
             {
                 "step_num": record.step,
                 "action_timestamp": stamp,

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import attrs
 
 from adapters._checks import path_argument
+from adapters._files import read_regular
 from adapters.contract import ModelClient, ModelRequest, ModelResponse
 from adapters.errors import ReplayExhausted, TrajectoryError
 from adapters.trajectories.jsonl import (
+    MAX_TRAJECTORY_BYTES,
     TRAJECTORY_FILE,
     TrajectoryEntry,
-    _read_regular,
     open_trajectory,
 )
 from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
@@ -243,6 +244,12 @@ def observation_names(
     return _saved_order(stems, is_recording(folder))
 
 
+def _read_file(path: Path, what: str, follow_links: bool) -> bytes:
+    return read_regular(
+        path, what, MAX_TRAJECTORY_BYTES, TrajectoryError, follow_links=follow_links
+    )
+
+
 def load_observation(
     directory: str | os.PathLike[str], name: str, *, follow_links: bool = True
 ) -> dict[str, Any]:
@@ -259,7 +266,7 @@ def load_observation(
     tree = screenshot = None
     if there(xml):
         try:
-            text = _read_regular(xml, "accessibility tree", follow_links=follow_links)
+            text = _read_file(xml, "accessibility tree", follow_links)
             tree = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AccessibilityTreeError(f"{xml} is not UTF-8 text: {exc}") from None
@@ -267,7 +274,7 @@ def load_observation(
             raise AccessibilityTreeError(str(exc)) from None
     if there(png):
         try:
-            screenshot = _read_regular(png, "screenshot", follow_links=follow_links)
+            screenshot = _read_file(png, "screenshot", follow_links)
         except TrajectoryError as exc:
             raise ScreenshotError(str(exc)) from None
     return {"screenshot": screenshot, "accessibility_tree": tree, "terminal": None}

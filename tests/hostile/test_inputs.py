@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from adapters._files import MAX_JSON_BYTES, create_file, new_file, read_regular
+from adapters._files import MAX_JSON_BYTES, append_fsynced, create_file, new_file, read_regular
 from adapters.accounting.prices import PriceTable
 from adapters.cli import main
 from adapters.errors import TrajectoryError
 from adapters.runs.tasks import load_task_list
-from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES, _fsync_append
+from adapters.trajectories.jsonl import MAX_TRAJECTORY_BYTES
 from osharm_core import ConfigError
 from tests.conftest import child_environment
 from tests.facade.helpers import observation_folder, write_task_list
@@ -208,8 +208,8 @@ def test_the_file_helpers_work_where_os_lacks_the_posix_flags(
     create_file(tmp_path / "made", b"data")
     with new_file(tmp_path / "streamed") as out:
         out.write(b"video")
-    _fsync_append(tmp_path / "log", b"one\n")
-    _fsync_append(tmp_path / "log", b"two\n")
+    append_fsynced(tmp_path / "log", b"one\n")
+    append_fsynced(tmp_path / "log", b"two\n")
     assert [(tmp_path / n).read_bytes() for n in ("made", "streamed", "log")] == [
         b"data",
         b"video",
@@ -221,7 +221,7 @@ def test_the_file_helpers_work_where_os_lacks_the_posix_flags(
     with pytest.raises(TrajectoryError, match="link is a symbolic link; not following it"):
         read_regular(tmp_path / "link", "x", 100, TrajectoryError, follow_links=False)
     with pytest.raises(TrajectoryError, match="symbolic link; not appending through it"):
-        _fsync_append(tmp_path / "link", b"x")
+        append_fsynced(tmp_path / "link", b"x")
     with pytest.raises(ValueError, match="link already exists"):
         create_file(tmp_path / "link", b"x")
     assert victim.read_text(encoding="utf-8") == "precious"
@@ -246,7 +246,7 @@ def test_every_open_asks_for_binary_where_the_os_has_it(
     read_regular(tmp_path / "in", "x", 10)
     read_regular(tmp_path / "in", "x", 10, follow_links=False)
     create_file(tmp_path / "new", b"a\n")
-    _fsync_append(tmp_path / "log", b"a\n")
+    append_fsynced(tmp_path / "log", b"a\n")
     monkeypatch.undo()
     assert len(seen) == 4
     assert all(flags & binary for flags in seen)
