@@ -182,16 +182,17 @@ class ModelRegistry:
         schemes = tuple(s.description for s in self._schemes.values())
         return (*families, *schemes, "provider|model (same as provider/model)")
 
-    def table(self) -> str:
+    def table(self, words: Callable[[str], str] = str) -> str:
         """Every supported name form as an aligned text table: the form, the provider (scheme)
-        it reaches, what its client needs, and whether it speaks a native computer-use protocol.
+        it reaches, what its client needs (in `words`: the CLI names its options), and whether
+        it speaks a native computer-use protocol.
         """
         rows = [
-            (f.description, f.scheme, self._schemes[f.scheme].needs, self._native(f))
+            (f.description, f.scheme, words(self._schemes[f.scheme].needs), self._native(f))
             for f in self._families
         ]
         rows += [
-            (_form(s.description), key, s.needs, "yes" if s.computer_use else "no")
+            (_form(s.description), key, words(s.needs), "yes" if s.computer_use else "no")
             for key, s in self._schemes.items()
         ]
         widths = [max(len(row[i]) for row in (TABLE_HEADER, *rows)) for i in range(3)]

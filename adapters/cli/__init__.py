@@ -115,9 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _models_command(args: argparse.Namespace, out: TextIO) -> int:
-    """`models`: the supported model names."""
-    for form in REGISTRY.forms():
-        out.write(f"{option_words(form)}\n")
+    """`models`: the supported model names, as a table."""
+    out.write(REGISTRY.table(option_words))
     return 0
 
 

@@ -102,15 +102,16 @@ def _read_task_instruction(directory: Path) -> str | None:
     return instruction
 
 
-def task_place(directory: Path) -> tuple[str, str]:
+def task_place(directory: Path, name: str | None = None) -> tuple[str, str]:
     """`(domain, example_id)` of a task directory: its task.json's `domain` and `id`, when given.
 
-    Without them the domain is `local` and the id the directory's name; a key given as
-    anything but a non-empty string is a `UsageError` naming the file and key.
+    Without them the domain is `local` and the id `name` (default: the directory's name); a
+    key given as anything but a non-empty string is a `UsageError` naming the file and key.
     """
     file = directory / TASK_FILE
+    name = directory.name if name is None else name
     if not file.exists():
-        return "local", directory.name
+        return "local", name
     data = _task_json(file)
     if not isinstance(data, dict):
         raise UsageError(f"{file} is not a JSON object")
@@ -120,7 +121,7 @@ def task_place(directory: Path) -> tuple[str, str]:
                 f"{file}: {key!r} names the result folder, so it is a non-empty string; "
                 f"got {excerpt(data[key])}"
             )
-    return data.get("domain", "local"), data.get("id", directory.name)
+    return data.get("domain", "local"), data.get("id", name)
 
 
 def _recorded_instruction(directory: Path) -> str | None:
@@ -316,6 +317,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, client: bool = True) -
 _OPTION_WORDS: Final = (
     ("or pass api_key=...", "or pass --api-key-env VAR (the variable holding the key)"),
     ("base_url=... required; api_key optional", "--base-url URL required; key optional"),
+    ("; api_key optional", "; key optional"),
     ("base_url=...", "--base-url URL"),
     ("api_key=...", "--api-key-env VAR"),
 )

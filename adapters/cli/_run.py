@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -48,7 +49,7 @@ from adapters.runs.tasks import (
     arun_task_list,
 )
 from adapters.trajectories import replay as _replay
-from adapters.trajectories.jsonl import TRAJECTORY_FILE, recording_files
+from adapters.trajectories.jsonl import TRAJECTORY_FILE, _plain_file_name, recording_files
 from adapters.trajectories.osharm import check_writable, folder_files
 from osharm_core import AgentConfig, ObservationError
 
@@ -121,7 +122,7 @@ def run_command(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"no such task directory: {task}")
     if args.fork is not None and len(dirs) > 1:
         raise UsageError("--fork replays one recorded run: give one task directory")
-    if len(dirs) > 1 and len({t.name for t in dirs}) != len(dirs):
+    if len(dirs) > 1 and len({_name(t) for t in dirs}) != len(dirs):
         raise UsageError(
             "task directories must have different names (each gets its own --out subdirectory)"
         )
@@ -139,12 +140,21 @@ def _task(args: argparse.Namespace, directory: Path) -> OsworldTask:
     try:
         _replay.ReplayEnv(directory)  # it holds observations: said before anything else
         instruction = task_instruction(args.instruction, directory)
-        domain, example_id = task_place(directory)
+        domain, example_id = task_place(directory, _name(directory))
     except (UsageError, ObservationError, TrajectoryError) as exc:
         raise UsageError(f"task {directory}: {one_line(exc)}") from None
     if args.format == "jsonl":
-        domain, example_id = "local", directory.name
+        domain, example_id = "local", _name(directory)
     return OsworldTask(domain=domain, example_id=example_id, instruction=instruction)
+
+
+def _name(directory: Path) -> str:
+    """A task directory's own name, as the path names it once `..` and `.` are resolved
+    (`a/sub/..` is `a`): it names the task's folder under --out, so it must be a plain name."""
+    name = Path(os.path.abspath(directory)).name
+    if not _plain_file_name(name):
+        raise UsageError(f"task {directory}: its name {name!r} cannot name a folder under --out")
+    return name
 
 
 def _layout(args: argparse.Namespace, config: AgentConfig, several: bool) -> Layout:
@@ -236,6 +246,26 @@ def check_out(args: argparse.Namespace, read: Sequence[Path], fork: str | None =
             refuse_out(out, relation, what)
 
 
+@contextlib.contextmanager
+def left_tidy(out: Path, folders: Sequence[Path]) -> Iterator[None]:
+    """The folders a run made between `out` (included) and its task folders are removed again
+    when it leaves them empty (a run that fails before its first step leaves no empty --out
+    behind); folders that were there before are kept, empty or not."""
+    made: list[Path] = []
+    for folder in folders:
+        for path in (folder, *folder.parents):
+            if not path.exists() and path not in made:
+                made.append(path)
+            if path == out:
+                break
+    try:
+        yield
+    finally:
+        for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):  # not empty, or gone: kept as it is
+                path.rmdir()
+
+
 def refuse_out(out: Path, relation: str, what: str) -> NoReturn:
     """The usage error of an --out that overlaps what the run reads."""
     raise UsageError(
@@ -300,7 +330,8 @@ class _Run:
             finally:
                 await self.clients.aclose()
 
-        outcomes = asyncio.run(run())
+        with left_tidy(Path(self.args.out), [self.layout.folder(task) for task in self.order]):
+            outcomes = asyncio.run(run())
         if self.args.format == "jsonl":
             for outcome in outcomes:
                 self.summary(outcome)
@@ -314,7 +345,7 @@ class _Run:
         base = replay_source(model) if self.several else None
         if base is None:
             return model
-        name = self.dirs[_key(task)].name
+        name = _name(self.dirs[_key(task)])
         if (base / name).is_dir():
             return f"{_replay.REPLAY_SCHEME}{base / name}"
         if base.is_dir() and not _replay.is_recording(base):
@@ -357,7 +388,7 @@ class _Run:
         sent = "-" if usage.output_tokens is None else usage.output_tokens
         line(
             self.out,
-            f"[{self.dirs[_key(task)].name}] step {(record.history or 0) + 1}: observation "
+            f"[{_name(self.dirs[_key(task)])}] step {(record.history or 0) + 1}: observation "
             f"{self.envs[_key(task)].observation_name}, actions {actions}, tokens in "
             f"{'~' if usage.input_tokens is None else ''}{step_in} out {sent}{cost}{note}, "
             f"latency {record.latency:.3f}s",
@@ -367,7 +398,7 @@ class _Run:
         """A task's line (osharm): its steps, actions, score and folder, or why it did not run."""
         if self.args.format != "osharm":
             return
-        name = self.dirs[_key(outcome.task)].name
+        name = _name(self.dirs[_key(outcome.task)])
         if outcome.status == "stopped":
             line(self.out, f"[{name}] not started: {outcome.detail}")
         elif outcome.status == "skipped":
@@ -387,7 +418,7 @@ class _Run:
 
     def summary(self, outcome: TaskOutcome) -> None:
         """A task's summary line (jsonl)."""
-        name = self.dirs[_key(outcome.task)].name
+        name = _name(self.dirs[_key(outcome.task)])
         tally = self.tallies.get(_key(outcome.task), _Tally())
         tokens_in = f"~{tally.tokens_in}" if tally.estimated else str(tally.tokens_in)
         tokens_out = "-" if tally.tokens_out is None else str(tally.tokens_out)

@@ -36,7 +36,7 @@ from adapters.cli._inputs import (
     replay_source,
 )
 from adapters.cli._output import PROG, one_line
-from adapters.cli._run import check_out, overlap, refuse_out
+from adapters.cli._run import check_out, left_tidy, overlap, refuse_out
 from adapters.engine import MODEL_CALL_CPU_SECONDS, calls_in_flight, connections_for
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
@@ -526,8 +526,10 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
     shown = args.progress or err.isatty()
     progress = Progress(err, len(tasks), live=err.isatty()) if shown else None
     run = _RunTasks(args, config, budget, tasks, report, progress)
+    folders = [result_folder(args.out, config, t.domain, t.example_id) for t in tasks]
     try:
-        result = run.on_ray(factories, cpus) if args.ray is not None else run.here(factories)
+        with left_tidy(Path(args.out), folders):
+            result = run.on_ray(factories, cpus) if args.ray is not None else run.here(factories)
     finally:
         if progress is not None:
             progress.close()
