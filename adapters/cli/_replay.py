@@ -48,6 +48,8 @@ def _row(entry: TrajectoryEntry) -> _Row:
         )
     except ValueError as exc:
         raise TrajectoryError(f"step {entry.step}: {exc}") from None
+    if not entry.response_recorded:  # a plain OSWorld folder keeps no reply to parse again
+        return entry, None, None
     if config.observation_type == "som" and entry.masks is None:
         # A folder the reference wrote keeps no boxes: tag_N cannot be read as it was.
         return entry, None, None
@@ -85,6 +87,10 @@ def replay_command(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _row_text(entry: TrajectoryEntry, now: list[Any] | None, same: bool | None) -> str:
+    if same is None and not entry.response_recorded:
+        return (
+            f"step {entry.step}: not comparable (OSWorld's folder keeps no reply, only actions)\n"
+        )
     if same is None:
         return (
             f"step {entry.step}: not comparable (set-of-marks, and the recording kept "

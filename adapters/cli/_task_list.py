@@ -535,10 +535,12 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
             progress.close()
     summary = result.summary
     stopped = f", {summary.stopped} not started (run budget)" if summary.stopped else ""
+    held = sum(o.status == "skipped" and o.detail.startswith("held by") for o in result)
+    busy = f", {held} held by another run" if held else ""
     out.write(
         f"summary: {summary.episodes} task(s): {summary.finished} finished, "
-        f"{summary.skipped} skipped (already finished), {summary.failed} failed{stopped}; "
-        f"{summary.usage.describe()}\n"
+        f"{summary.skipped - held} skipped (already finished){busy}, {summary.failed} failed"
+        f"{stopped}; {summary.usage.describe()}\n"
     )
     out.write(summary.table())
     return 1 if summary.failed else 0

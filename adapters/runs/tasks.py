@@ -16,6 +16,7 @@ import asyncio
 import functools
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +34,7 @@ from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord
 from adapters.runs.env_contract import RecordsScreen
 from adapters.runs.environments import ENV_EXECUTOR, in_thread
 from adapters.runs.episode import Episode, arun_episode
+from adapters.runs.locks import FolderLock, Holder, take_lock
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.trajectories.jsonl import (
     FINISHED_FILE,
@@ -527,6 +529,43 @@ async def arun_task(
     if settled is not None:
         hears.ended(settled)
         return settled
+    lock = take_lock(layout.folder(task), uuid.uuid4().hex)
+    if isinstance(lock, Holder):  # another live run has it: never written into
+        held = TaskOutcome(
+            task, layout.folder(task), "skipped", detail=f"held by another run ({lock.describe()})"
+        )
+        hears.ended(held)
+        return held
+    try:
+        return await _locked(
+            task, lock, layout, hears, config, make_agent, make_env, max_steps, episode_timeout,
+            executor, continue_unfinished, budget, listener, on_step,
+        )  # fmt: skip
+    finally:
+        lock.release()
+
+
+async def _locked(
+    task: OsworldTask,
+    lock: FolderLock,
+    layout: Layout,
+    hears: RunListener,
+    config: AgentConfig,
+    make_agent: Callable[[OsworldTask], Any],
+    make_env: Callable[[OsworldTask], Any],
+    max_steps: int,
+    episode_timeout: float | None,
+    executor: Executor | None,
+    continue_unfinished: bool,
+    budget: Budget | None,
+    listener: RunListener | None,
+    on_step: Callable[[OsworldTask, StepRecord], None] | None,
+) -> TaskOutcome:
+    """`arun_task` once the task's folder is held by this run."""
+    settled = settled_before_start(task, layout, budget)  # finished while the lock was taken
+    if settled is not None:
+        hears.ended(settled)
+        return settled
     begun = _begin(task, layout, make_agent, continue_unfinished, budget)
     started = time.monotonic()
     hears.started(task)
@@ -536,6 +575,7 @@ async def arun_task(
     def stepped(record: StepRecord) -> None:
         nonlocal steps
         steps += 1
+        lock.refresh()
         if listener is not None:
             listener.stepped(task, steps, max_steps)
         if on_step is not None:

@@ -14,6 +14,7 @@ A recorded directory looks like this::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -87,6 +88,9 @@ class TrajectoryEntry:
     that shape the prompt; all five are `None` on a line written before they
     were recorded, which states none of them. The client password itself is
     not kept (it is a secret), only whether it was not the default.
+    `response_recorded` is false (and written) only for a step of a plain OSWorld folder,
+    which keeps no reply (`response` is then empty), and `executed` holds that step's
+    traj.jsonl lines as read (never written here).
     """
 
     step: int
@@ -124,6 +128,8 @@ class TrajectoryEntry:
     ubuntu_attributes: bool | None = None
     som_test_original: bool | None = None
     custom_client_password: bool | None = None
+    response_recorded: bool = True
+    executed: tuple[Mapping[str, Any], ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def read_frame(self) -> CoordinateFrame | None:
@@ -149,6 +155,8 @@ class TrajectoryEntry:
         extra: dict[str, Any] = {key: value for key, value in optional.items() if value}
         if self.cost_usd is not None:
             extra["cost_usd"] = self.cost_usd
+        if not self.response_recorded:
+            extra["response_recorded"] = False
         extra.update(_prompt_settings_json(self))
         return {
             "step": self.step,

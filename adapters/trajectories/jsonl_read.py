@@ -264,6 +264,7 @@ def _entry(obj: object, position: int) -> TrajectoryEntry:
         degradation=_optional_value(obj.get("degradation"), "degradation", Degradation.from_json),
         scaling=_get(obj, "scaling", (str,), "native"),
         episode_step=_episode_step(obj.get("episode_step")),
+        response_recorded=_get(obj, "response_recorded", (bool,), True),
         **_prompt_settings(obj),
     )
 
@@ -373,11 +374,19 @@ def open_trajectory(path: str | os.PathLike[str]) -> TrajectoryFile:
     if isinstance(path, TrajectoryFile):
         return path
     # An OS-Harm / OSWorld result folder (that module builds on this one's entries).
-    from adapters.trajectories.osharm import BETTER_LOG, is_result_folder, load_result_folder
+    from adapters.trajectories.osharm import (
+        BETTER_LOG,
+        TRAJ_FILE,
+        is_result_folder,
+        load_result_folder,
+    )
 
     folder = Path(path)
     if folder.is_dir() and is_result_folder(folder):
-        return TrajectoryFile(folder / BETTER_LOG, load_result_folder(folder))
+        log = folder / BETTER_LOG
+        return TrajectoryFile(
+            log if log.is_file() else folder / TRAJ_FILE, load_result_folder(folder)
+        )
     file = trajectory_path(path)
     try:
         data = _read_regular(file, "trajectory")

@@ -56,6 +56,7 @@ from adapters.trajectories.result_folders import (  # the layout's names, and it
     CAPTIONS_DIR,
     FIRST_SCREENSHOT,
     JUDGMENT_DIR,
+    LOCK_FILE,
     RECORDING_FILE,
     RESULT_FILE,
     TIMESTAMP_FORMAT,
@@ -274,7 +275,9 @@ def folder_files(directory: Path) -> list[Path]:
     """The files a result folder holds, symbolic links included (dangling or not): what a
     `ResultWriter` refuses to write over or, with `overwrite`, removes (a link itself, its
     target left alone)."""
-    return [p for p in directory.iterdir() if p.is_symlink() or p.is_file()]
+    return [
+        p for p in directory.iterdir() if (p.is_symlink() or p.is_file()) and p.name != LOCK_FILE
+    ]
 
 
 class ResultWriter:

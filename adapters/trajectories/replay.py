@@ -28,6 +28,7 @@ from adapters.trajectories.jsonl import (
     open_trajectory,
 )
 from adapters.trajectories.osharm import BETTER_LOG, TRAJ_FILE
+from adapters.trajectories.osworld_plain import restated_reply
 
 if TYPE_CHECKING:
     from adapters.registry import ClientOptions, ModelRegistry
@@ -50,7 +51,9 @@ class ReplayClient:
     states no frame, and its replies are read in the agent's own), and
     `tries=1`; the request's content is not looked at. Past the last reply it
     raises `ReplayExhausted`. `path` is a `trajectory.jsonl`, its directory, or an
-    OS-Harm / OSWorld task result folder.
+    OS-Harm / OSWorld task result folder; a plain OSWorld folder keeps no replies, so each
+    step's recorded actions are restated as its reply (`restated_reply`): the agent
+    executes them again.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -77,8 +80,9 @@ class ReplayClient:
             )
         entry = self.entries[self._next]
         self._next += 1
+        text = entry.response if entry.response_recorded else restated_reply(entry.actions)
         return ModelResponse(
-            text=entry.response,
+            text=text,
             usage=entry.usage,
             model=entry.response_model or entry.model or request.model,
             tries=1,

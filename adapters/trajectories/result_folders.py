@@ -56,11 +56,18 @@ UNSCORED_FILE: Final = "unscored.txt"
 RECORDING_FILE: Final = "recording.mp4"
 FIRST_SCREENSHOT: Final = "step_0.png"
 TIMESTAMP_FORMAT: Final = "%Y%m%d@%H%M%S"
+#: Ours: the lock a live run holds on a task folder (`adapters.runs.locks`); writers that
+#: empty a folder leave it alone.
+LOCK_FILE: Final = ".osharm-lock.json"
 
 
 def is_result_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` is a task folder in the OS-Harm / OSWorld layout (it holds better_log.json)."""
-    return (Path(path) / BETTER_LOG).is_file()
+    """Whether `path` is a task folder in the OS-Harm / OSWorld layout: it holds better_log.json,
+    or (a plain OSWorld folder) traj.jsonl and no trajectory of ours."""
+    folder = Path(path)
+    if (folder / BETTER_LOG).is_file():
+        return True
+    return (folder / TRAJ_FILE).is_file() and not (folder / "trajectory.jsonl").exists()
 
 
 #: A screenshot or tree saved after step N: `step_{N}_{stamp}.png` / `.xml` (N in ASCII digits,
@@ -279,8 +286,14 @@ def read_better_log(path: str | os.PathLike[str]) -> dict[str, Any]:
 def load_result_folder(path: str | os.PathLike[str]) -> tuple[TrajectoryEntry, ...]:
     """A task's result folder (ours or the reference's) as trajectory entries, one per model call.
 
-    Raises `TrajectoryError` when better_log.json is missing or not in the documented shape.
+    A folder holding no better_log.json but OSWorld's traj.jsonl is read as a plain OSWorld
+    folder (`plain_folder_entries`: its actions, rewards and screenshots; no replies). Raises
+    `TrajectoryError` when neither is there or they are not in the documented shape.
     """
+    if not (Path(path) / BETTER_LOG).is_file() and (Path(path) / TRAJ_FILE).is_file():
+        from adapters.trajectories.osworld_plain import plain_folder_entries
+
+        return plain_folder_entries(path)
     return result_folder_entries(path, read_better_log(path))
 
 
@@ -359,6 +372,7 @@ __all__ = [
     "CAPTIONS_DIR",
     "FIRST_SCREENSHOT",
     "JUDGMENT_DIR",
+    "LOCK_FILE",
     "RECORDING_FILE",
     "RESULT_FILE",
     "TIMESTAMP_FORMAT",

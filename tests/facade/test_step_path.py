@@ -6,7 +6,8 @@ A step is traced from the loop asking the agent for it to the loop asking for th
 one (its actions executed and recorded on the way, threads included), and every module
 of the library whose code runs is listed. The pure core counts once: its two step
 functions are its door, and how it is organised inside is its own business; so does the
-model client (`adapters/engine` and `adapters/providers`, behind `ModelClient.complete`).
+model client (`adapters/engine`, `adapters/providers` and the wire helpers of
+`adapters/_wire.py`, behind `ModelClient.complete`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ EXAMPLE = ROOT / "examples" / "task"
 CLICK = "Clicking the File menu.\n```python\npyautogui.click(19, 31)\n```"
 #: The most modules one step may touch (the redesign issue's target; 35 before it).
 MOST_MODULES = 15
-#: Folders whose modules count as one: the pure core, and the model client.
-ONE_ROOM = {"osharm_core": "osharm_core", "engine": "model client", "providers": "model client"}
+#: What counts as one: the pure core, and the model client (its engine, its providers, and
+#: the wire helpers it quotes, redacts and names requests with).
+ONE_ROOM = {
+    "osharm_core": "osharm_core",
+    "engine": "model client",
+    "providers": "model client",
+    "_wire.py": "model client",
+}
 
 
 def _unit(path: str) -> str | None:
