@@ -37,7 +37,7 @@ from adapters.cli._inputs import (
 )
 from adapters.cli._output import PROG, one_line
 from adapters.cli._run import check_out, left_tidy, overlap, refuse_out
-from adapters.engine import MODEL_CALL_CPU_SECONDS, calls_in_flight, connections_for
+from adapters.engine import calls_in_flight, connections_for
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
 from adapters.runs.environments import (
@@ -482,8 +482,9 @@ def _cpus_per_worker(args: argparse.Namespace) -> float:
     return float(cpus)
 
 
-#: The CPU one process spends on each episode step besides the model call (its prompt, its
-#: record), measured by `tests/benchmarks/test_bench_in_flight.py`: with the call's own, what
+#: The library CPU one process spends on a whole episode step (its prompt, the model call's
+#: both ends, the reply, the desktop, the result folder): 10.5 ms measured by
+#: `tests/benchmarks/test_bench_runner.py` (32 workers, screenshot_a11y_tree), rounded up. It
 #: bounds how many episodes one process keeps busy at a given model latency.
 STEP_CPU_SECONDS: Final = 0.012
 #: The model latency (seconds) the one-process hint assumes.
@@ -506,7 +507,7 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
     factories = _env_factories(args, config)
     tasks = load_task_list(args.task_list, args.examples, domain=args.domain)
     _check_replay_sources(args, config, tasks)
-    one_process = calls_in_flight(TYPICAL_LATENCY, MODEL_CALL_CPU_SECONDS + STEP_CPU_SECONDS)
+    one_process = calls_in_flight(TYPICAL_LATENCY, STEP_CPU_SECONDS)
     if args.ray is None and args.workers > one_process:
         print(
             f"{PROG}: note: one process keeps about {one_process} episodes busy at a "

@@ -46,6 +46,8 @@ import httpx
 import pytest
 
 from adapters.agent import PromptAgent
+from adapters.cli._task_list import STEP_CPU_SECONDS
+from adapters.engine import calls_in_flight
 from adapters.engine.retry import RetryPolicy
 from adapters.registry import client_for
 from adapters.runs import OsworldTask, arun_task_list, in_thread, is_finished
@@ -193,7 +195,9 @@ def test_two_hundred_episodes_on_32_workers_take_close_to_the_ideal(
         f"\nrunner: {EPISODES} episodes x {STEPS} steps, {WORKERS} workers, {DELAY * 1e3:.0f} ms "
         f"model: {wall:.2f} s vs ideal {IDEAL:.2f} s = {ratio:.3f}x (target <= {TARGET}x, "
         f"{'met' if ratio <= TARGET else 'NOT met'}; asserted <= {GUARD}x); "
-        f"library CPU {per_step * 1e3:.2f} ms per step ({cpu:.1f} s in all)"
+        f"library CPU {per_step * 1e3:.2f} ms per step ({cpu:.1f} s in all): one process keeps "
+        f"about {calls_in_flight(5.0, per_step)} episodes busy at a 5 s model (run-tasks assumes "
+        f"{STEP_CPU_SECONDS * 1e3:.0f} ms, {calls_in_flight(5.0, STEP_CPU_SECONDS)})"
     )
     if bare is not None:
         rounds = -(-EPISODES // WORKERS)

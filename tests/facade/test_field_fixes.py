@@ -124,3 +124,39 @@ def test_nothing_listening_at_the_model_url_fails_fast_and_leaves_no_empty_out(
         assert "trajectory none" in captured.out
     else:  # OSWorld's error line marks the failed task's folder, which is kept
         assert list((tmp_path / "out").rglob("traj.jsonl"))
+
+
+def test_more_workers_than_one_process_keeps_busy_are_told_about_ray(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Past what one process's CPU keeps busy (about 400 episodes at a 5 s model), run-tasks
+    says so and points to --ray, and the model client's pool holds a connection per worker."""
+    from adapters.cli import _task_list
+    from tests.facade.helpers import write_task_list
+
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    desktop = observation_folder(tmp_path / "obs")
+    argv = ["run-tasks", "--tasks", str(meta), "--examples", str(examples)]
+    argv += ["--observations", str(desktop), "--model", _script(tmp_path / "r.jsonl", "DONE")]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--workers", "600"]) == 0
+    err = capsys.readouterr().err
+    assert "one process keeps about 416 episodes busy" in err
+    assert "--ray spreads episodes over processes" in err
+    assert _task_list.connections_for(600) == 600
+
+
+def test_run_tasks_sizes_the_model_clients_pool_to_its_workers() -> None:
+    """`--workers 200` kept at most 128 model calls in flight (httpx's default pool): the run's
+    clients now hold a connection per worker."""
+    from adapters.cli import build_parser
+    from adapters.cli._inputs import ModelClients
+    from adapters.engine import HttpModelClient, connections_for
+
+    args = build_parser().parse_args(
+        ["run-tasks", "--tasks", "m.json", "--examples", "e", "--out", "o", "--model", "compat/m",
+         "--base-url", "http://127.0.0.1:9/v1", "--workers", "200"]
+    )  # fmt: skip
+    client = ModelClients(args, max_connections=connections_for(args.workers)).get()
+    assert isinstance(client, HttpModelClient)
+    assert client.max_connections == 200
+    client.close()
