@@ -227,7 +227,7 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     except KeyboardInterrupt:
         again = (
             "; run the same command again to resume (finished tasks are skipped)"
-            if command in ("run", "run-tasks")
+            if command in ("run", "run-tasks", "judge")
             else ""
         )
         if terminate.received:

@@ -21,13 +21,14 @@ from adapters._wire import json_for_terminal
 from adapters.accounting.prices import load_prices
 from adapters.cli._inputs import _base_url, model_client, path_option, positive_count
 from adapters.cli._output import line
+from adapters.cli._task_list import _rate_limiter
 from adapters.contract import ModelClient
 from adapters.engine import connections_for
 from adapters.engine.client import HttpModelClient
 from adapters.engine.limits import RateLimiter
 from adapters.errors import UsageError
 from adapters.judge.agreement import tree_agreement
-from adapters.judge.folders import JudgmentSpec
+from adapters.judge.folders import JudgmentSpec, judgment_specs
 from adapters.judge.prompts import JUDGE_TYPES, PROMPT_VERSION
 from adapters.judge.run import JudgeReport, JudgeSettings, ajudge_tree
 from adapters.judge.wire import Captioner, JudgeModel, forced
@@ -159,15 +160,7 @@ class _Clients:
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> _Clients:
-        for flag, value in (
-            ("--requests-per-minute", args.requests_per_minute),
-            ("--tokens-per-minute", args.tokens_per_minute),
-        ):
-            if value is not None and not value > 0:
-                raise UsageError(f"{flag} must be a number above 0")
-        limiter = RateLimiter(
-            requests_per_minute=args.requests_per_minute, tokens_per_minute=args.tokens_per_minute
-        )
+        limiter = _rate_limiter(args)  # --requests-per-minute, --tokens-per-minute
         pool = connections_for(args.workers)
         plain = model_client(args, args.model, limiter=limiter, max_connections=pool)
         judge = attrs.evolve(forced(plain, args.model), max_tokens=args.max_tokens)
@@ -197,6 +190,8 @@ def judge_command(args: argparse.Namespace, out: TextIO) -> int:
     if not root.is_dir():
         raise UsageError(f"{root} is not a directory of result folders")
     compare = None if args.compare is None else JudgmentSpec.parse(args.compare)
+    if compare is not None and str(compare) not in judgment_specs(root):
+        raise UsageError(f"--compare {compare}: {root} holds no such judgments")
     clients = _Clients.of(args)
 
     async def run() -> JudgeReport:

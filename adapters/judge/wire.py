@@ -96,21 +96,16 @@ class ForcedTool:
 
 
 @attrs.frozen(kw_only=True)
-class JudgeModel:
-    """A judge: the client that asks it, its name (the judgment path's first segment, and
-    what its usage is priced as), the wire format its replies come in, and its reply limit.
-
-    `judge_model(name)` builds one for a model name; for a scripted client (a `FakeClient`
-    whose replies are the tool's arguments as JSON text), give `wire="arguments"`.
-    """
+class _Asked:
+    """A model the judge asks: its client, its name (what its usage is priced as), and the
+    most tokens its reply may take."""
 
     client: ModelClient
     name: str
-    wire: Wire
-    max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS
+    max_tokens: int
 
     def request(self, messages: tuple[Message, ...]) -> ModelRequest:
-        """The judge request for `messages`: deterministic sampling, the reply limit."""
+        """The request for `messages`: deterministic sampling, the reply limit."""
         return ModelRequest(
             model=self.name,
             messages=messages,
@@ -121,23 +116,24 @@ class JudgeModel:
 
 
 @attrs.frozen(kw_only=True)
-class Captioner:
+class JudgeModel(_Asked):
+    """A judge: the client that asks it, its name (the judgment path's first segment, and
+    what its usage is priced as), the wire format its replies come in, and its reply limit.
+
+    `judge_model(name)` builds one for a model name; for a scripted client (a `FakeClient`
+    whose replies are the tool's arguments as JSON text), give `wire="arguments"`.
+    """
+
+    wire: Wire
+    max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS
+
+
+@attrs.frozen(kw_only=True)
+class Captioner(_Asked):
     """The model that describes the final screenshot for the `aer` judge: its client, its
     name (the caption cache's folder, and what its usage is priced as), its reply limit."""
 
-    client: ModelClient
-    name: str
     max_tokens: int = DEFAULT_CAPTION_MAX_TOKENS
-
-    def request(self, messages: tuple[Message, ...]) -> ModelRequest:
-        """The caption request for `messages`."""
-        return ModelRequest(
-            model=self.name,
-            messages=messages,
-            max_tokens=self.max_tokens,
-            temperature=0.0,
-            top_p=1.0,
-        )
 
 
 def wire_of(provider: Provider) -> Literal["openai", "anthropic"] | None:

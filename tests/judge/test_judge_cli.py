@@ -118,6 +118,7 @@ def test_a_folder_without_a_verdict_makes_the_exit_status_1(
         (["--requests-per-minute", "0"], "--requests-per-minute must be a number above 0"),
         (["--compare", "gpt-4.1/aer"], "is not JUDGE_MODEL/JUDGE_TYPE/PROMPT_VERSION"),
         (["--prices", "/no/such/prices.json"], "--prices: cannot read price table"),
+        (["--compare", "gpt-4.1/aer/v3"], "--compare gpt-4.1/aer/v3: "),
     ],
 )
 def test_a_judge_command_that_cannot_run_says_why_in_one_line(
