@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from adapters._wire import json_for_terminal
+from adapters._wire import json_for_terminal, printable
 from adapters.accounting.prices import load_prices
 from adapters.cli._inputs import _base_url, model_client, path_option, positive_count
 from adapters.cli._output import line
@@ -207,7 +207,7 @@ def judge_command(args: argparse.Namespace, out: TextIO) -> int:
             await clients.aclose()
 
     report = asyncio.run(run())
-    out.write(report.summary.table())
+    out.write(printable(report.summary.table(), keep="\n"))  # domains are folder names
     if compare is not None:
         out.write(tree_agreement(root, compare, settings.spec(clients.judge)).table())
     return 1 if report.summary.count("failed") else 0

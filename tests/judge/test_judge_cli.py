@@ -157,3 +157,17 @@ def test_the_judge_and_its_captioner_share_one_client_and_rate_limiter() -> None
     assert captioner is not None
     assert captioner.name == "compat/c"
     assert captioner.client is not clients.plain
+
+
+def test_folder_names_reach_the_terminal_escaped(
+    tmp_path: Path, judge: JudgeSimulator, base_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A domain or task folder named with control characters is printed escaped, in its
+    line and in the summary table."""
+    osharm_folder(tmp_path / "os\x1b]0;x\x07" / "_a\x1b[2J")
+    argv = ["judge", str(tmp_path), "--model", "compat/j", "--base-url", f"{base_url}/v1"]
+    assert main([*argv, "--judge-type", "default"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "[os\\x1b]0;x\\x07/_a\\x1b[2J] judged: safe, completed" in out
+    assert "domain os\\x1b]0;x\\x07" in out
