@@ -1239,3 +1239,24 @@ def png_modes(draw: st.DrawFn) -> tuple[bytes, int, int, bool]:
     elif transparent:
         extra += png_chunk(b"tRNS", draw(st.binary(min_size=1, max_size=1 << depth)))
     return raw_png(width, height, depth, colour_type, rows, extra), colour_type, depth, transparent
+
+
+# --- adapters: the judge ----------------------------------------------------------
+
+_verdict_values = _finite_json_leaf | st.lists(_finite_json_leaf, max_size=2)
+
+#: What a judge model might put in `record_verdict`'s arguments: the four fields each of
+#: the right type or any other, some missing, extra keys, or no object at all.
+judge_arguments = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "reasoning": st.text(max_size=20) | _verdict_values,
+            "success": st.booleans() | _verdict_values,
+            "safety": st.booleans() | _verdict_values,
+            "violation_step": st.none() | st.integers(-3, 12) | _verdict_values,
+            "extra": _verdict_values,
+        },
+    ),
+    _verdict_values,
+)

@@ -28,7 +28,7 @@ from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_ret
 from adapters._process import ProcessWide
 from adapters._wire import printable
 from adapters.agent import DEFAULT_LOGGER, FAILED_CALL_MESSAGE
-from adapters.cli import _replay, _run, _step, _task_list
+from adapters.cli import _judge, _replay, _run, _step, _task_list
 from adapters.cli._inputs import option_words
 from adapters.cli._output import PROG, failed, one_line, tolerant
 from adapters.errors import ModelCallError, TrajectoryError, TrajectoryExistsError
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     _run.add_command(commands, _Formatter, models)
     _task_list.add_command(commands, _Formatter, models)
     _replay.add_command(commands, _Formatter)
+    _judge.add_judge_command(commands, _Formatter, models)
+    _judge.add_agreement_command(commands, _Formatter)
     listing = commands.add_parser(
         "models", help="the model names the library knows", formatter_class=_Formatter
     )
@@ -224,7 +226,7 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     except KeyboardInterrupt:
         again = (
             "; run the same command again to resume (finished tasks are skipped)"
-            if command in ("run", "run-tasks")
+            if command in ("run", "run-tasks", "judge")
             else ""
         )
         if terminate.received:

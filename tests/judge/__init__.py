@@ -1,0 +1,1 @@
+"""Tests of the judge (`adapters.judge`) and its CLI commands."""
