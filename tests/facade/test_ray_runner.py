@@ -76,6 +76,7 @@ if any(c.isspace() for c in sys.executable + ray.__file__):
         allow_module_level=True,
     )
 from adapters.runs import _relay, ray_runner  # noqa: E402
+from adapters.runs.locks import FolderLock, take_lock  # noqa: E402
 from adapters.runs.ray_actors import RayLimiter, _Raised, _sendable  # noqa: E402
 from adapters.runs.ray_runner import run_task_list_on_ray  # noqa: E402
 
@@ -211,6 +212,36 @@ def test_a_task_list_runs_on_two_actors_and_resumes(
     again = run_task_list_on_ray(tasks, **common)
     assert again.summary.skipped == 4
     assert again.summary.steps == 0
+
+
+def test_on_ray_a_folder_another_live_run_holds_is_left_alone(
+    cluster: None, model_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """The folder lock holds on Ray too: a task whose folder a live run of this host holds
+    (this test's own process) is skipped by the actor, which writes nothing there."""
+    meta, examples = _task_list(tmp_path)
+    tasks = load_task_list(meta, examples)
+    results = tmp_path / "results"
+    held = result_folder(results, CONFIG, "os", "_b")
+    lock = take_lock(held, "another run")
+    assert isinstance(lock, FolderLock)
+    try:
+        result = run_task_list_on_ray(
+            tasks,
+            config=CONFIG,
+            result_dir=results,
+            make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
+            make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
+            max_steps=5,
+            actors=2,
+        )
+    finally:
+        lock.release()
+    outcome = {o.task.example_id: o for o in result}
+    assert outcome["_b"].status == "skipped"
+    assert outcome["_b"].detail.startswith(f"held by another run (host {socket.gethostname()}")
+    assert not held.exists()  # nothing written, and the lock given back
+    assert [outcome[i].status for i in ("_a", "_c", "_d")] == ["finished"] * 3
 
 
 def test_the_cli_runs_a_task_list_with_ray(
