@@ -9,10 +9,16 @@ from adapters.runs.environments import (
     OSWorldServerEnv,
     in_thread,
 )
+from adapters.runs.episode import Episode, arun_episode, run_episode
+from adapters.runs.locks import take_lock
 from adapters.runs.progress import Progress, RunListener, RunResult, RunSummary
 from adapters.runs.tasks import (
+    Layout,
     OsworldTask,
+    ResultFolders,
+    RunSettings,
     TaskOutcome,
+    Trajectories,
     arun_task,
     arun_task_list,
     is_finished,
@@ -26,16 +32,22 @@ __all__ = [
     "AsyncEnv",
     "DesktopEnvAdapter",
     "Env",
+    "Episode",
+    "Layout",
     "OSWorldServerEnv",
     "OsworldTask",
     "Progress",
+    "ResultFolders",
     "RevertCommand",
     "RunListener",
     "RunResult",
+    "RunSettings",
     "RunSummary",
     "ServerSetup",
     "SetupStep",
     "TaskOutcome",
+    "Trajectories",
+    "arun_episode",
     "arun_task",
     "arun_task_list",
     "computer_13_code",
@@ -43,5 +55,7 @@ __all__ = [
     "is_finished",
     "load_task_list",
     "plan_setup",
+    "run_episode",
     "run_task_list",
+    "take_lock",
 ]
