@@ -34,6 +34,7 @@ from adapters.runs.env_contract import RecordsScreen
 from adapters.runs.environments import ENV_EXECUTOR, in_thread
 from adapters.runs.episode import Episode, arun_episode
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
+from adapters.runs.screening import Screening
 from adapters.trajectories.jsonl import (
     FINISHED_FILE,
     TrajectoryFile,
@@ -61,6 +62,7 @@ from osharm_core.errors import (
     strict_bool,
     strict_int,
 )
+from osharm_core.safety import SafetyTally
 
 
 @attrs.frozen(kw_only=True)
@@ -220,7 +222,7 @@ class TaskOutcome:
     counts its model calls, `usage` their tokens and cost (the agent's
     `usage_totals`; `None` when no agent ran it or the agent keeps none),
     `seconds` its wall time; `ended` says why its episode ended (see
-    `adapters.runs.episode.Ending`; empty when none ran).
+    `adapters.runs.episode.Ending`; empty when none ran); `safety` counts its safety events.
     """
 
     task: OsworldTask
@@ -232,6 +234,7 @@ class TaskOutcome:
     usage: UsageTotals | None = None
     seconds: float = 0.0
     ended: str = ""
+    safety: SafetyTally = attrs.field(factory=SafetyTally)
 
     @property
     def cost(self) -> float | None:
@@ -485,6 +488,7 @@ def _outcome(
         usage=agent.usage_totals if isinstance(agent, PromptAgent) else None,
         seconds=time.monotonic() - started,
         ended=episode.ended,
+        safety=episode.safety,
     )
 
 
@@ -503,28 +507,26 @@ async def arun_task(
     budget: Budget | None = None,
     layout: Layout | None = None,
     on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
+    screening: Screening | None = None,
 ) -> TaskOutcome:
     """One task, start to end: the one place an episode's outcome is decided.
 
-    Skipped when its folder is finished and `stopped` when the run's budget is used up;
-    else its episode runs (`adapters.runs.episode.arun_episode`) into its folder (by
-    default OS-Harm result folders under `result_dir`; see `Layout`), redone from its
-    start or, with `continue_unfinished`, continued from its record. A model failure,
-    a refused or failed setup, another `EnvironmentFailure`, an unreadable observation,
-    a value from the environment that no record can hold, or passing `episode_timeout`
-    ends it as failed, with OSWorld's error line; anything that stops the run (a VM that
-    gives no answer, or could not be reverted) propagates and leaves it unfinished. A run
-    cap reached before its first live model call leaves it `stopped`, its record as it
-    was. The limit cannot interrupt an environment call under way in a thread
-    (`in_thread`): the episode ends when that call returns. Its environment is closed in
-    any case; a close that fails is noted in the outcome's `detail`. The folder is written
-    in `executor` (default: the loop's), off the event loop. `on_step` (on the loop)
-    sees each step's record.
+    Skipped when its folder is finished and `stopped` when the run's budget is used up; else its
+    episode runs (`adapters.runs.episode.arun_episode`, screened by `screening`) into its folder
+    (by default OS-Harm result folders under `result_dir`; see `Layout`), redone from its start
+    or, with `continue_unfinished`, continued from its record. A model failure, a refused or
+    failed setup, another `EnvironmentFailure`, an unreadable observation, a value from the
+    environment that no record can hold, or passing `episode_timeout` ends it as failed, with
+    OSWorld's error line; anything that stops the run (a VM that gives no answer, or could not
+    be reverted) propagates and leaves it unfinished. A run cap reached before its first live
+    model call leaves it `stopped`, its record as it was. The limit cannot interrupt an
+    environment call under way in a thread (`in_thread`): the episode ends when that call
+    returns. Its environment is closed in any case (a failing close is noted in `detail`); the
+    folder is written in `executor` (default: the loop's); `on_step` sees each step's record.
     """
     layout = ResultFolders(result_dir, config, max_steps) if layout is None else layout
     hears = listener if listener is not None else Quiet()
-    settled = settled_before_start(task, layout, budget)
-    if settled is not None:
+    if (settled := settled_before_start(task, layout, budget)) is not None:
         hears.ended(settled)
         return settled
     begun = _begin(task, layout, make_agent, continue_unfinished, budget)
@@ -557,6 +559,7 @@ async def arun_task(
                 offload=True,
                 executor=executor,
                 on_step=stepped,
+                screening=screening,
             )
     except BudgetExceeded as exc:  # a run cap, before its first live call: it did not begin
         status, episode = "stopped", Episode("budget", steps=steps, detail=error_text(exc))
@@ -603,6 +606,7 @@ async def arun_task_list(
     budget: Budget | None = None,
     layout: Layout | None = None,
     on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
+    screening: Screening | None = None,
 ) -> RunResult:
     """Every unfinished task of `tasks` into its folder, up to `workers` episodes at once on one
     event loop (`arun_task` each); outcomes in task order with the run's `summary`.
@@ -615,7 +619,7 @@ async def arun_task_list(
     run's cap is reached no further task is started (each is reported `stopped`). Tasks that
     would share a result folder (see `task_folders`) are refused before any runs. An episode
     that raises (what stops the run) stops the others, each closing its environment, and
-    the error propagates.
+    the error propagates. `screening` screens every episode's actions (see `arun_episode`).
     """
     RunSettings(
         config=config,
@@ -641,6 +645,7 @@ async def arun_task_list(
         budget=budget,
         layout=layout,
         on_step=on_step,
+        screening=screening,
     )
     outcomes = await _at_once(tasks, one, workers, report)
     return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
@@ -708,6 +713,7 @@ def run_task_list(
     continue_unfinished: bool = False,
     budget: Budget | None = None,
     layout: Layout | None = None,
+    screening: Screening | None = None,
 ) -> RunResult:
     """`arun_task_list` with one worker, for a synchronous environment (`make_env` gives an
     `Env`, run in a thread of its own): every unfinished task in order. See `arun_task_list`
@@ -728,6 +734,7 @@ def run_task_list(
                 continue_unfinished=continue_unfinished,
                 budget=budget,
                 layout=layout,
+                screening=screening,
             )
         )
 

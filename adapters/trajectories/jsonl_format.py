@@ -31,6 +31,7 @@ from osharm_core import (
 )
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
+from osharm_core.safety import SafetyEvent
 
 TRAJECTORY_FILE: Final = "trajectory.jsonl"
 #: Written beside `trajectory.jsonl` when its episode ended (not failed): a rerun skips it.
@@ -86,7 +87,8 @@ class TrajectoryEntry:
     `custom_client_password` (written only when true) are the other settings
     that shape the prompt; all five are `None` on a line written before they
     were recorded, which states none of them. The client password itself is
-    not kept (it is a secret), only whether it was not the default.
+    not kept (it is a secret), only whether it was not the default. `safety_events`
+    (written only when there are any) are the step's `SafetyEvent`s.
     """
 
     step: int
@@ -124,6 +126,7 @@ class TrajectoryEntry:
     ubuntu_attributes: bool | None = None
     som_test_original: bool | None = None
     custom_client_password: bool | None = None
+    safety_events: tuple[SafetyEvent, ...] = ()
 
     @property
     def read_frame(self) -> CoordinateFrame | None:
@@ -150,6 +153,8 @@ class TrajectoryEntry:
         if self.cost_usd is not None:
             extra["cost_usd"] = self.cost_usd
         extra.update(_prompt_settings_json(self))
+        if self.safety_events:
+            extra["safety_events"] = [event.to_json() for event in self.safety_events]
         return {
             "step": self.step,
             "time": self.time,
