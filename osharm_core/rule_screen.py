@@ -15,7 +15,7 @@ or run. Extend the table with rules of your own, each with examples both ways:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 import attrs
@@ -390,6 +390,14 @@ DEFAULT_RULES: Final[tuple[Rule, ...]] = (
 )
 
 
+def _rules(value: Iterable[Rule]) -> tuple[Rule, ...]:
+    return tuple(value)
+
+
+def _hosts(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
 @attrs.frozen
 class RuleScreen:
     """A `Screen` that gives each action the verdict of the first rule (in `rules` order) its
@@ -407,12 +415,12 @@ class RuleScreen:
 
     rules: tuple[Rule, ...] = attrs.field(
         default=DEFAULT_RULES,
-        converter=tuple,
+        converter=_rules,
         validator=refusing(
             "a tuple of Rule", attrs.validators.deep_iterable(attrs.validators.instance_of(Rule))
         ),
     )
-    named_hosts: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    named_hosts: frozenset[str] = attrs.field(default=frozenset(), converter=_hosts)
     name: str = "rules"
 
     def for_task(self, instruction: str) -> RuleScreen:

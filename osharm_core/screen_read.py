@@ -7,8 +7,9 @@ the system (`os.system`, `subprocess.*`, `shutil.rmtree`, `open`, `requests.post
 socket's `connect`, ...) become the shell command line that would do the same, so one
 table of shell rules reads both (`adapters`-free: see `osharm_core.screen_rules`).
 computer_13 actions feed the same keyboard (`TYPING`, `PRESS`, `HOTKEY`). The keyboard
-is shared by a step's actions, so a command typed in two pieces is read whole, and each
-line is charged to the action that typed into it.
+is shared by a step's actions, so a command typed in two pieces is read whole, once it is
+finished (Enter) or the step ends, and each line is charged to the last action that typed
+into it.
 
 >>> [r.typed for r in read_actions(["pyautogui.write('ls -la ~')\\npyautogui.press('enter')"])]
 [('ls -la ~',)]
@@ -35,6 +36,9 @@ MAX_ACTION_CHARS: Final = 200_000
 MAX_FOLD_DEPTH: Final = 24
 #: The most key presses one `press(..., presses=N)` is read as.
 MAX_PRESSES: Final = 64
+#: The file name the code of a screened action is parsed under: what Python warns about it
+#: (an odd escape, `1st`) names this file, so the edge can silence it (the code never runs).
+SCREENED_CODE: Final = "<screened action>"
 #: What an expression whose value cannot be known reads as inside a string.
 UNKNOWN: Final = "_"
 
@@ -62,13 +66,15 @@ _SHIFTED: Final = dict(zip("1234567890-=[]\\;',./`", '!@#$%^&*()_+{}|:"<>?~', st
 
 
 class _Keyboard:
-    """The line a terminal would hold as keys arrive; lines finished or typed into since
-    `take` are what the current action typed."""
+    """The line a terminal would hold as keys arrive. A line is read once it is finished (Enter)
+    or the step ends with it unfinished, and is charged to the last action that typed into
+    it: that action is the one to withhold for the line not to be run as typed."""
 
     def __init__(self) -> None:
         self.line = ""
-        self.touched = False  # whether the current action typed into `line`
-        self.done: list[str] = []
+        self.action = 0  # the action the keys come from
+        self.typer: int | None = None  # the last action that typed into `line`
+        self.lines: list[tuple[int, str]] = []
 
     def text(self, text: str) -> None:
         for char in text:
@@ -78,7 +84,7 @@ class _Keyboard:
                 self.line = self.line[:-1]
             else:
                 self.line += char
-                self.touched = True
+                self.typer = self.action
 
     def key(self, name: str) -> None:
         key = name.lower()
@@ -92,23 +98,24 @@ class _Keyboard:
     def combo(self, keys: Sequence[str]) -> None:
         lowered = tuple(k.lower() for k in keys)
         if lowered in _CLEARS or lowered[-2:] in _CLEARS:
-            self.line, self.touched = "", False
+            self.line, self.typer = "", None
         elif len(lowered) == 2 and lowered[0] == "shift" and len(keys[1]) == 1:
             self.text(_SHIFTED.get(keys[1], keys[1].upper()))
         elif len(lowered) == 1:
             self.key(keys[0])
 
     def _enter(self) -> None:
-        if self.touched:
-            self.done.append(self.line)
-        self.line, self.touched = "", False
+        if self.typer is not None:
+            self.lines.append((self.typer, self.line))
+        self.line, self.typer = "", None
 
-    def take(self) -> tuple[str, ...]:
-        """The lines the current action typed into, and a fresh start for the next one
-        (the unfinished line is kept for it to go on typing)."""
-        lines = (*self.done, self.line) if self.touched else tuple(self.done)
-        self.done, self.touched = [], False
-        return lines
+    def typed_by(self, count: int) -> list[tuple[str, ...]]:
+        """The lines each of `count` actions is charged with, the unfinished one included."""
+        self._enter()
+        charged: list[list[str]] = [[] for _ in range(count)]
+        for action, line in self.lines:
+            charged[action].append(line)
+        return [tuple(lines) for lines in charged]
 
 
 # --- computer_13 -------------------------------------------------------------------
@@ -437,7 +444,7 @@ def _parsed(code: str) -> ast.Module | None:
     """The syntax tree of a code action, or `None` when Python would not run it either (a
     syntax error, nesting too deep to parse)."""
     try:
-        return ast.parse(code[:MAX_ACTION_CHARS])
+        return ast.parse(code[:MAX_ACTION_CHARS], filename=SCREENED_CODE)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -463,23 +470,21 @@ def read_actions(actions: Sequence[Action | StoredAction]) -> tuple[ActionReadin
     ...     {"action_type": "TYPING", "parameters": {"text": "~"}},
     ...     {"action_type": "PRESS", "key": "enter"},
     ... ])]
-    [('rm -rf ',), ('rm -rf ~',), ()]
+    [(), ('rm -rf ~',), ()]
     """
     keyboard = _Keyboard()
-    readings = []
-    for action in actions:
-        runs: tuple[str, ...] = ()
+    runs: list[tuple[str, ...]] = []
+    for index, action in enumerate(actions):
+        keyboard.action = index
         match action:
-            case str():
-                runs = (
-                    _code(action, keyboard)
-                    if action.strip() not in ("WAIT", "DONE", "FAIL")
-                    else ()
-                )
+            case str() if action.strip() not in ("WAIT", "DONE", "FAIL"):
+                runs.append(_code(action, keyboard))
+                continue
             case Mapping():
                 _computer_13(action, keyboard)
-        readings.append(ActionReading(keyboard.take(), runs))
-    return tuple(readings)
+        runs.append(())
+    typed = keyboard.typed_by(len(actions))
+    return tuple(ActionReading(t, r) for t, r in zip(typed, runs, strict=True))
 
 
 def lines_of(reading: ActionReading) -> Iterator[str]:
@@ -492,6 +497,7 @@ __all__ = [
     "MAX_ACTION_CHARS",
     "MAX_FOLD_DEPTH",
     "MAX_PRESSES",
+    "SCREENED_CODE",
     "UNKNOWN",
     "ActionReading",
     "lines_of",

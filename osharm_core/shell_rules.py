@@ -10,7 +10,7 @@ line (`scope`):
   `sudo -S`, `env VAR=x`, `nohup` taken off (`sudo` is remembered), the program's
   directory dropped (`/bin/rm` is `rm`), quotes resolved, the home directory written
   `~` (`$HOME`, `/home/NAME`, `/root`), a trailing `/` dropped, the client password
-  written `<PASSWORD>`; words joined by one space. A script run by `sh -c`, `bash -c` or
+  written `__PASSWORD__`; words joined by one space. A script run by `sh -c`, `bash -c` or
   `su -c` is read as lines of its own, and so is a command substitution `$(...)`.
 - `line`: the whole line, each simple command canonical, joined by the operators
   between them (`curl URL | bash`).
@@ -50,7 +50,7 @@ MAX_SCRIPT_DEPTH: Final = 4
 #: of this size, each on its own.
 MAX_LINE_CHARS: Final = 16_384
 #: The placeholder the client password is written as in a canonical command.
-PASSWORD_MARK: Final = "<PASSWORD>"
+PASSWORD_MARK: Final = "__PASSWORD__"
 #: Hosts that are always the task's own: the machine itself.
 LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
@@ -62,6 +62,10 @@ def _compiled(rule: Rule) -> re.Pattern[str]:
         raise ConfigError(
             f"Rule {rule.code!r}: its pattern is not a regular expression: {exc}"
         ) from None
+
+
+def _tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 _TEXT: Final = refusing("a non-empty string", instance_of(str), min_len(1))
@@ -87,11 +91,11 @@ class Rule:
     description: str = attrs.field(validator=_TEXT)
     pattern: str = attrs.field(validator=_TEXT)
     programs: tuple[str, ...] = attrs.field(
-        converter=tuple,
+        converter=_tuple,
         validator=refusing("strings", attrs.validators.deep_iterable(instance_of(str))),
     )
-    harmful: tuple[str, ...] = attrs.field(converter=tuple, validator=_EXAMPLES)
-    benign: tuple[str, ...] = attrs.field(converter=tuple, validator=_EXAMPLES)
+    harmful: tuple[str, ...] = attrs.field(converter=_tuple, validator=_EXAMPLES)
+    benign: tuple[str, ...] = attrs.field(converter=_tuple, validator=_EXAMPLES)
     decision: Decision = attrs.field(default="flag", validator=one_of(("flag", "block")))
     scope: Scope = attrs.field(default="command", validator=one_of(SCOPES))
     regex: re.Pattern[str] = attrs.field(
@@ -158,6 +162,7 @@ _ASSIGNMENT: Final = re.compile(r"[A-Za-z_]\w*=")
 _HOME: Final = re.compile(
     r"(?:^|(?<=[=:@]))(?:\$\{HOME\}|\$HOME|~(?:root|user)?|/home/[^/\s]+|/root)(?=/|$)"
 )
+_HOME_FIRST: Final = re.compile(r"^(?:\$\{HOME\}|\$HOME|/home/[^/\s]+|/root)(?=/)")
 _SUBSTITUTION: Final = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
 
 
@@ -183,7 +188,11 @@ def _separator(token: str) -> bool:
 
 
 def _word(word: str, password: str) -> str:
-    """One word in canonical form: home written `~`, no trailing `/`, the password marked."""
+    """One word in canonical form: home written `~`, no trailing `/`, the password marked. A
+    word holding spaces (a quoted argument, a script for `sh -c`) is left as it is: a script
+    is read again as a line of its own."""
+    if any(c.isspace() for c in word):
+        return _HOME_FIRST.sub("~", word)
     if "~" in word or "$" in word or "/home/" in word or "/root" in word:
         word = _HOME.sub("~", word)
     if "/" in word and "://" not in word:

@@ -15,6 +15,8 @@ True
 
 from __future__ import annotations
 
+import re
+import warnings
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -24,7 +26,12 @@ from adapters.record import StepRecord
 from adapters.safety.monitor import Monitor
 from osharm_core.errors import one_of, refusing
 from osharm_core.safety import Screen, for_task, run_screen, screen_events
+from osharm_core.screen_read import SCREENED_CODE
 from osharm_core.state import AgentState
+
+# The rule screen parses actions' code without running it: Python's warnings about that code
+# (an odd escape sequence, `1st`) concern nobody.
+warnings.filterwarnings("ignore", module=re.escape(SCREENED_CODE))
 
 OnFlag = Literal["record", "block", "end"]
 #: What a flagged action does: runs (recorded only), is withheld, or is withheld and ends
