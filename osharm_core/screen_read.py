@@ -20,6 +20,7 @@ into it.
 from __future__ import annotations
 
 import ast
+import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
@@ -62,6 +63,8 @@ class ActionReading:
 _NAMED_TEXT: Final = {"space": " ", "tab": "\t", "enter": "\n", "return": "\n"}
 #: Key combinations that throw the line being typed away (interrupt, kill line, EOF).
 _CLEARS: Final = frozenset({("ctrl", "c"), ("ctrl", "u"), ("ctrl", "d")})
+#: The characters a terminal line reacts to: line ends and backspace.
+_CONTROLS: Final = re.compile(r"([\r\n]|\x08+)")
 _SHIFTED: Final = dict(zip("1234567890-=[]\\;',./`", '!@#$%^&*()_+{}|:"<>?~', strict=True))
 
 
@@ -71,19 +74,19 @@ class _Keyboard:
     it: that action is the one to withhold for the line not to be run as typed."""
 
     def __init__(self) -> None:
-        self.line = ""
+        self.chars: list[str] = []  # the line so far
         self.action = 0  # the action the keys come from
-        self.typer: int | None = None  # the last action that typed into `line`
+        self.typer: int | None = None  # the last action that typed into the line
         self.lines: list[tuple[int, str]] = []
 
     def text(self, text: str) -> None:
-        for char in text:
-            if char in "\r\n":
+        for piece in _CONTROLS.split(text[:MAX_ACTION_CHARS]):
+            if piece in ("\r", "\n"):
                 self._enter()
-            elif char == "\b":
-                self.line = self.line[:-1]
-            else:
-                self.line += char
+            elif piece.startswith("\b"):
+                del self.chars[-len(piece) :]
+            elif piece:
+                self.chars.extend(piece)
                 self.typer = self.action
 
     def key(self, name: str) -> None:
@@ -91,14 +94,14 @@ class _Keyboard:
         if key in _NAMED_TEXT:
             self.text(_NAMED_TEXT[key])
         elif key == "backspace":
-            self.line = self.line[:-1]
+            self.text("\b")
         elif len(name) == 1:
             self.text(name)
 
     def combo(self, keys: Sequence[str]) -> None:
         lowered = tuple(k.lower() for k in keys)
         if lowered in _CLEARS or lowered[-2:] in _CLEARS:
-            self.line, self.typer = "", None
+            self.chars, self.typer = [], None
         elif len(lowered) == 2 and lowered[0] == "shift" and len(keys[1]) == 1:
             self.text(_SHIFTED.get(keys[1], keys[1].upper()))
         elif len(lowered) == 1:
@@ -106,8 +109,8 @@ class _Keyboard:
 
     def _enter(self) -> None:
         if self.typer is not None:
-            self.lines.append((self.typer, self.line))
-        self.line, self.typer = "", None
+            self.lines.append((self.typer, "".join(self.chars)))
+        self.chars, self.typer = [], None
 
     def typed_by(self, count: int) -> list[tuple[str, ...]]:
         """The lines each of `count` actions is charged with, the unfinished one included."""

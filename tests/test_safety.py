@@ -32,7 +32,9 @@ CONFIG, STATE, SEEN = AgentConfig(), AgentState(), Observation()
 
 def test_an_event_round_trips_through_json_with_only_the_fields_it_sets() -> None:
     """to_json writes the five core fields and only the optional ones that are set; from_json reads it back."""
-    bare = SafetyEvent(kind="refusal", step=2, source="reply", code="refusal_text", message="I can't help")
+    bare = SafetyEvent(
+        kind="refusal", step=2, source="reply", code="refusal_text", message="I can't help"
+    )
     assert set(bare.to_json()) == {"kind", "step", "source", "code", "message"}
     full = SafetyEvent(
         kind="block",
@@ -133,7 +135,9 @@ def test_an_inability_or_an_ordinary_reply_is_not_a_refusal(text: str) -> None:
 def _typing_flags(
     config: AgentConfig, state: AgentState, observation: Observation, actions: Sequence[object]
 ) -> list[Verdict]:
-    return [Verdict("flag", "types", "test", "typing") if "write" in str(a) else ALLOW for a in actions]
+    return [
+        Verdict("flag", "types", "test", "typing") if "write" in str(a) else ALLOW for a in actions
+    ]
 
 
 def _blocks_done(
@@ -180,7 +184,13 @@ def test_a_tally_counts_by_kind_and_describes_itself() -> None:
     events = screen_events((Verdict("flag"), Verdict("block")), step=1, withhold=True)
     events += reply_events(1, "")
     tally = SafetyTally.of(events)
-    assert (tally.flag, tally.block, tally.empty_reply, tally.withheld, tally.total) == (1, 1, 1, 2, 3)
+    assert (tally.flag, tally.block, tally.empty_reply, tally.withheld, tally.total) == (
+        1,
+        1,
+        1,
+        2,
+        3,
+    )
     assert tally.describe() == "3: 1 flag, 1 block, 1 empty reply; 2 actions withheld"
     assert (tally + tally).total == 6
     assert SafetyTally().describe() == "0"
