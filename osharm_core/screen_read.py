@@ -163,7 +163,7 @@ class _Code:
         self.names: dict[str, str] = {}
         assigns: list[ast.Assign] = []
         calls: list[ast.Call] = []
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             match node:
                 case ast.Import(names=names):
                     for alias in names:
@@ -255,6 +255,35 @@ class _Code:
             case ast.List(elts=items) | ast.Tuple(elts=items):
                 return shlex.join(self._part(item, 0) for item in items)
         return self.fold(node)
+
+
+#: Nodes that hold no call, no import and no assignment: the walk does not go into them.
+_LEAVES: Final = (
+    ast.Constant,
+    ast.Name,
+    ast.expr_context,
+    ast.operator,
+    ast.alias,
+    ast.cmpop,
+    ast.unaryop,
+    ast.boolop,
+)
+
+
+def _walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of `tree` but the leaves, in no particular order (`ast.walk`, faster)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend(
+                    v for v in value if isinstance(v, ast.AST) and not isinstance(v, _LEAVES)
+                )
+            elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                stack.append(value)
 
 
 def _in_order(nodes: list[_Node]) -> list[_Node]:
@@ -452,7 +481,18 @@ def _parsed(code: str) -> ast.Module | None:
         return None
 
 
+#: Words without one of which code can neither type nor reach the system (it only clicks,
+#: moves, scrolls or sleeps): such code is not parsed at all. Every name the reader knows
+#: holds one, whatever it is imported as (an import names the original).
+_MAY_ACT: Final = re.compile(
+    r"write|press|hotkey|system|popen|subprocess|spawn|exec|rmtree|remove|unlink|chmod|copy"
+    r"|move|open|read_|post|put|patch|url|request|Request|connect|SMTP|FTP|pty"
+)
+
+
 def _code(code: str, keyboard: _Keyboard) -> tuple[str, ...]:
+    if _MAY_ACT.search(code) is None:
+        return ()
     tree = _parsed(code)
     if tree is None:
         return ()
