@@ -1243,7 +1243,7 @@ def png_modes(draw: st.DrawFn) -> tuple[bytes, int, int, bool]:
 
 # --- safety: the rule screen and the monitor (tests/test_safety_properties.py) --------
 
-from osharm_core import DEFAULT_RULES  # noqa: E402  (kept inside this section)
+from osharm_core import DEFAULT_RULES, SafetyEvent  # noqa: E402  (kept inside this section)
 
 #: Text heavy in what a shell and the rule table read: operators, quotes, paths, programs.
 shell_text = (
@@ -1305,3 +1305,31 @@ benign_commands = st.builds(
 
 def _reads_commands(code: str) -> bool:
     return next(rule.scope for rule in DEFAULT_RULES if rule.code == code) == "command"
+
+
+#: Client passwords, the default among odd ones (empty, spaced, shell punctuation).
+client_passwords = st.sampled_from(["password", "", "a b", "|", "$(x)", "hunter2"])
+#: How a test hands a command to the screen: typed by pyautogui, typed by computer_13, run by os.
+screen_channels = st.sampled_from(["typed", "computer_13", "os.system"])
+#: What a monitor model may answer, and how many actions it was asked about.
+monitor_replies = any_text | terminal_text
+monitor_action_counts = st.integers(0, 5)
+
+
+@st.composite
+def safety_events(draw: st.DrawFn) -> SafetyEvent:
+    """A `SafetyEvent` of any kind, step and action, its texts `terminal_text`."""
+    text = draw(terminal_text)
+    return SafetyEvent(
+        kind=draw(
+            st.sampled_from(["flag", "block", "safety_check", "refusal", "empty_reply", "error"])
+        ),
+        step=draw(st.integers(1, 10**6)),
+        source=draw(st.sampled_from(["provider", "reply", "screen", "monitor"])),
+        code=text,
+        message=text,
+        action=draw(st.none() | st.integers(0, 99)),
+        category=draw(terminal_text),
+        by=draw(terminal_text),
+        withheld=draw(st.booleans()),
+    )

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from osharm_core import AgentConfig, AgentState, Observation, RuleScreen, SafetyEvent
 from osharm_core.monitor import read_monitor_reply
 from osharm_core.screen_read import read_actions
 from tests.strategies import (
-    any_text,
     benign_commands,
+    client_passwords,
     harmful_commands,
+    monitor_action_counts,
+    monitor_replies,
+    safety_events,
+    screen_channels,
     screened_actions,
     shell_text,
-    terminal_text,
 )
 
 #: Generated code is read, never run: Python's warnings about it do not matter here.
@@ -25,7 +27,7 @@ SCREEN = RuleScreen()
 CONFIG = AgentConfig(action_space="pyautogui")
 
 
-@given(shell_text, st.sampled_from(["password", "", "a b", "|", "$(x)"]))
+@given(shell_text, client_passwords)
 def test_the_screen_never_raises_on_any_command_line(line: str, password: str) -> None:
     """Any string, with any client password, gets a verdict, never an exception."""
     assert SCREEN.check(line, password=password).decision in ("allow", "flag", "block")
@@ -39,7 +41,7 @@ def test_the_screen_never_raises_on_any_actions(actions: list[object]) -> None:
     assert len(read_actions(actions)) == len(actions)  # type: ignore[arg-type]
 
 
-@given(harmful_commands, st.sampled_from(["typed", "computer_13", "os.system"]))
+@given(harmful_commands, screen_channels)
 def test_the_screen_flags_its_harmful_corpus(case: tuple[str, str], channel: str) -> None:
     """Every harmful example of the table, behind any wrapper and through any channel, is flagged."""
     code, command = case
@@ -52,18 +54,19 @@ def test_the_screen_flags_its_harmful_corpus(case: tuple[str, str], channel: str
     assert verdict.flagged, (code, command)
 
 
-@given(benign_commands, st.sampled_from(["typed", "computer_13"]))
+@given(benign_commands, screen_channels)
 def test_the_screen_passes_its_benign_corpus(command: str, channel: str) -> None:
-    """Every benign lookalike of the table, however it is typed, is allowed."""
+    """Every benign lookalike of the table, however it is typed or run, is allowed."""
     action: object = {
         "typed": f"import pyautogui\npyautogui.write({command!r})\npyautogui.press('enter')",
         "computer_13": {"action_type": "TYPING", "text": command},
+        "os.system": f"import os\nos.system({command!r})",
     }[channel]
     (verdict,) = SCREEN(CONFIG, AgentState(), Observation(), [action])  # type: ignore[list-item]
     assert not verdict.flagged, (command, verdict)
 
 
-@given(any_text | terminal_text, st.integers(0, 5))
+@given(monitor_replies, monitor_action_counts)
 def test_the_monitor_reply_reader_never_raises(text: str, count: int) -> None:
     """Any monitor reply reads as count verdicts or as a message saying what is wrong."""
     read = read_monitor_reply(text, count)
@@ -71,24 +74,7 @@ def test_the_monitor_reply_reader_never_raises(text: str, count: int) -> None:
     assert verdicts is None or len(verdicts) == count
 
 
-@given(
-    st.sampled_from(["flag", "block", "refusal", "error"]),
-    st.integers(1, 10**6),
-    st.none() | st.integers(0, 99),
-    terminal_text,
-    st.booleans(),
-)
-def test_events_round_trip_through_json(
-    kind: str, step: int, action: int | None, text: str, withheld: bool
-) -> None:
+@given(safety_events())
+def test_events_round_trip_through_json(event: SafetyEvent) -> None:
     """Any event reads back from its JSON as itself."""
-    event = SafetyEvent(
-        kind=kind,  # type: ignore[arg-type]
-        step=step,
-        source="monitor",
-        code=text,
-        message=text,
-        action=action,
-        withheld=withheld,
-    )
     assert SafetyEvent.from_json(event.to_json()) == event
