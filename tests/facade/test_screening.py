@@ -11,7 +11,9 @@ import pytest
 
 from adapters.agent import PromptAgent
 from adapters.cli import main
-from adapters.contract import ModelResponse
+from adapters.contract import ModelRequest, ModelResponse
+from adapters.providers.anthropic import AnthropicProvider
+from adapters.providers.gemini_computer import GeminiComputerProvider
 from adapters.runs import load_task_list, run_task_list
 from adapters.runs.episode import arun_episode, run_episode
 from adapters.runs.screening import Screening
@@ -24,8 +26,10 @@ from osharm_core import (
     AgentState,
     ConfigError,
     Continuation,
+    Message,
     Observation,
     RuleScreen,
+    TextPart,
     Verdict,
 )
 from tests.facade.helpers import observation_folder, write_task_list
@@ -303,3 +307,43 @@ def test_the_api_runner_passes_screening_to_every_episode(tmp_path: Path) -> Non
     assert [o.safety.withheld for o in result] == [1, 1]
     assert (result.summary.safety.block, result.summary.safety.withheld) == (2, 2)
     assert ("safety events", "2: 2 block; 2 actions withheld") in result.summary.rows()
+
+
+def _through(provider: object, model: str, body: dict[str, object]) -> ModelResponse:
+    """What a client gives back for `body`, decoded by the provider's own code."""
+    request = ModelRequest(model=model, messages=(Message("user", (TextPart("Go."),)),))
+    reply = provider.decode(request, body)  # type: ignore[attr-defined]
+    fields = ("text", "usage", "model", "continuation", "finish_reason", "refusal")
+    return ModelResponse(**{name: getattr(reply, name) for name in fields})
+
+
+def test_gemini_confirmations_and_anthropic_refusals_are_events() -> None:
+    """Gemini's require_confirmation and Anthropic's refusal stop reason, as their providers decode them, are events."""
+    decision = {"decision": "require_confirmation", "explanation": "Needs the user's consent."}
+    call = {"name": "click_at", "args": {"x": 600, "y": 400, "safety_decision": decision}}
+    part = {"content": {"role": "model", "parts": [{"functionCall": call}]}, "finishReason": "STOP"}
+    gemini = _through(
+        GeminiComputerProvider(api_key="k"), "gemini-3.5-flash", {"candidates": [part]}
+    )
+    refusal = {"content": [], "stop_reason": "refusal", "model": "claude-sonnet-4-5"}
+    anthropic = _through(AnthropicProvider(api_key="k"), "claude-sonnet-4-5", refusal)
+    agent = PromptAgent.from_config(CONFIG, client=FakeClient([gemini, anthropic]))
+    obs = {
+        "accessibility_tree": (
+            Path(__file__).parents[1] / "fixtures/observations/mousepad_notes.xml"
+        ).read_text()
+    }
+    first, second = agent.step("Accept the banner", obs), agent.step("Accept the banner", obs)
+    (check,) = first.safety_events
+    assert (check.kind, check.code, check.message) == (
+        "safety_check",
+        "require_confirmation",
+        "Needs the user's consent.",
+    )
+    (refused,) = second.safety_events
+    assert (refused.kind, refused.source, refused.code, refused.by) == (
+        "refusal",
+        "provider",
+        "refusal",
+        "claude-sonnet-4-5",
+    )
