@@ -10,6 +10,7 @@ from adapters.runs.environments import (
     in_thread,
 )
 from adapters.runs.progress import Progress, RunListener, RunResult, RunSummary
+from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     OsworldTask,
     TaskOutcome,
@@ -33,6 +34,7 @@ __all__ = [
     "RunListener",
     "RunResult",
     "RunSummary",
+    "Screening",
     "ServerSetup",
     "SetupStep",
     "TaskOutcome",
