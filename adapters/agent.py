@@ -45,6 +45,7 @@ from osharm_core.config import check_config
 from osharm_core.errors import ConfigError, excerpt
 from osharm_core.observation import Observation
 from osharm_core.prompts import system_prompt
+from osharm_core.safety import reply_events
 from osharm_core.scaling import effective_scaling
 from osharm_core.step import StepRequest, complete_step, prepare_step
 
@@ -288,6 +289,16 @@ class PromptAgent:
     def usage_totals(self) -> UsageTotals:
         """Token usage and cost of this episode's steps (since the last `reset`)."""
         return self._usage
+
+    def charge_usage(self, usage: Usage, model: str) -> float | None:
+        """Count a call made for this episode beside the agent's own (a safety monitor's) in
+        `usage_totals` and the budget, priced with the budget's table; returns its cost
+        (`None`: unknown). A cap it reaches stops the agent's next request."""
+        cost = step_cost(usage, model, self._prices())
+        reached = self._charge(UsageTotals().add(usage, cost), None)
+        if reached is not None:
+            self.logger.warning("%s; no further request will be sent", reached)
+        return cost
 
     @property
     def system_message(self) -> str:
@@ -533,6 +544,16 @@ class PromptAgent:
             dropped_actions=dropped,
             cost_usd=cost,
             budget_exceeded=budget_note,
+            safety_events=reply_events(
+                len(new_state),
+                response.text,
+                refusal=response.refusal,
+                finish_reason=response.finish_reason,
+                safety_checks=()
+                if response.continuation is None
+                else response.continuation.safety_checks,
+                by=response.model,
+            ),
         )
         if self.recorder is not None:
             self.recorder.step(record)

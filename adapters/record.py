@@ -22,6 +22,7 @@ from osharm_core.accessibility import tree_text
 from osharm_core.errors import AccessibilityTreeError
 from osharm_core.limits import Degradation
 from osharm_core.observation import PNG_SIGNATURE, Observation
+from osharm_core.safety import SafetyEvent, reply_events
 from osharm_core.step import LinearizedTree, StepRequest
 
 
@@ -42,7 +43,9 @@ class StepRecord:
     per-reply limit were left out. `cost_usd` is the step's price (`None`: unknown),
     `budget_exceeded` the cap this step reached, if any. `latency` is the model
     call's seconds, `started` when the step began (UTC; `None`: not known).
-    `safety_events` is filled by the safety screens (empty for now).
+    `safety_events` are the step's `SafetyEvent`s: what the reply carried by itself (a
+    provider's safety check or refusal, a refusal in its words, an empty reply; see
+    `reply_events`), then what the episode loop's screens and monitor said of its actions.
     """
 
     instruction: str
@@ -58,7 +61,7 @@ class StepRecord:
     dropped_actions: int = 0
     cost_usd: float | None = None
     budget_exceeded: str | None = None
-    safety_events: tuple[Any, ...] = ()
+    safety_events: tuple[SafetyEvent, ...] = ()
 
     @classmethod
     def of_reply(
@@ -70,9 +73,12 @@ class StepRecord:
         actions: list[Action] | tuple[Action, ...] | None,
         *,
         history: int | None = None,
+        step: int | None = None,
     ) -> StepRecord:
         """The record of a step by an agent that gives only `(reply, actions)`, as OSWorld's
-        agents do: nothing is known of its request, usage or cost."""
+        agents do: nothing is known of its request, usage or cost; its safety events are
+        what the reply's text shows (a refusal in its words, an empty reply), numbered
+        `step` (default: the step after `history`)."""
         return cls(
             instruction=instruction,
             config=config,
@@ -80,6 +86,7 @@ class StepRecord:
             response=ModelResponse(text=text, model=config.model),
             actions=None if actions is None else tuple(actions),
             history=history,
+            safety_events=reply_events(step or (history or 0) + 1, text, by=config.model),
         )
 
     @property

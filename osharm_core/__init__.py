@@ -33,6 +33,9 @@ from osharm_core.parsing import (
     parse_code_from_string,
 )
 from osharm_core.prompts import system_message, system_prompt
+from osharm_core.rule_screen import DEFAULT_RULES, RuleScreen
+from osharm_core.safety import SafetyEvent, SafetyTally, Screen, Verdict, compose, reply_events
+from osharm_core.shell_rules import Rule, check_rule
 from osharm_core.state import (
     Action,
     AgentState,
@@ -50,6 +53,7 @@ from osharm_core.tokens import cl100k_encoding, trim_accessibility_tree
 from osharm_core.vocabulary import KEYBOARD_KEYS, validate_computer_13
 
 __all__ = [
+    "DEFAULT_RULES",
     "KEYBOARD_KEYS",
     "MAX_ACTIONS_PER_REPLY",
     "MAX_ACTION_DEPTH",
@@ -73,6 +77,11 @@ __all__ = [
     "OsharmError",
     "RankFileError",
     "RequestBudgetError",
+    "Rule",
+    "RuleScreen",
+    "SafetyEvent",
+    "SafetyTally",
+    "Screen",
     "ScreenshotError",
     "ServerLimits",
     "SetOfMarks",
@@ -80,9 +89,12 @@ __all__ = [
     "StepRequest",
     "StoredAction",
     "TextPart",
+    "Verdict",
+    "check_rule",
     "cl100k_encoding",
     "code_actions",
     "complete_step",
+    "compose",
     "freeze",
     "linearize_accessibility_tree",
     "parse_accessibility_tree",
@@ -93,6 +105,7 @@ __all__ = [
     "png_size",
     "prepare_step",
     "render_openai_chat",
+    "reply_events",
     "system_message",
     "system_prompt",
     "tag_screenshot",

@@ -1260,3 +1260,97 @@ judge_arguments = st.one_of(
     ),
     _verdict_values,
 )
+
+
+# --- safety: the rule screen and the monitor (tests/test_safety_properties.py) --------
+
+from osharm_core import DEFAULT_RULES, SafetyEvent  # noqa: E402  (kept inside this section)
+
+#: Text heavy in what a shell and the rule table read: operators, quotes, paths, programs.
+shell_text = (
+    st.lists(
+        st.sampled_from(
+            [
+                *"|;&()<>$`'\"\\ \t\n~/*.-=@:{}#!",
+                *("rm", "-rf", "sudo", "-S", "curl", "sh", "bash", "-c", "/dev/sda", "nc", "777"),
+                *(
+                    "~/.ssh/id_rsa",
+                    "/etc/shadow",
+                    "https://",
+                    "chmod",
+                    "find",
+                    "-delete",
+                    "password",
+                ),
+            ]
+        ),
+        max_size=40,
+    ).map("".join)
+    | any_text
+)
+
+#: Anything an action list may hold: pyautogui code (plausible or not), computer_13
+#: actions (valid or any JSON object), special words, odd values a hostile reply could give.
+screened_actions = st.lists(
+    pyautogui_code()
+    | shell_text
+    | shell_text.map(lambda t: f"import pyautogui\npyautogui.write({t!r})")
+    | shell_text.map(lambda t: f"import os\nos.system({t!r})")
+    | computer_13_actions
+    | st.builds(lambda t: {"action_type": "TYPING", "text": t}, shell_text)
+    | st.builds(lambda v: {"action_type": "TYPING", "parameters": v}, terminal_json)
+    | st.dictionaries(terminal_text, terminal_json, max_size=4),
+    max_size=5,
+)
+
+_WRAPPERS = ("", "sudo ", "echo password | sudo -S ", "time ", "nohup ", "  ")
+_harmful = [(rule.code, command) for rule in DEFAULT_RULES for command in rule.harmful]
+_benign = [command for rule in DEFAULT_RULES for command in rule.benign]
+
+#: (rule code, command line) from the rule table's harmful examples, with a wrapper in front
+#: for the rules that read each simple command.
+harmful_commands = st.builds(
+    lambda pair, wrapper: (pair[0], wrapper + pair[1] if _reads_commands(pair[0]) else pair[1]),
+    st.sampled_from(_harmful),
+    st.sampled_from(_WRAPPERS),
+)
+
+#: The rule table's benign lookalikes, with blanks around them.
+benign_commands = st.builds(
+    lambda command, before, after: before + command + after,
+    st.sampled_from(_benign),
+    st.sampled_from(["", " ", "\t"]),
+    st.sampled_from(["", " ", "\n"]),
+)
+
+
+def _reads_commands(code: str) -> bool:
+    return next(rule.scope for rule in DEFAULT_RULES if rule.code == code) == "command"
+
+
+#: Client passwords, the default among odd ones (empty, spaced, shell punctuation).
+client_passwords = st.sampled_from(["password", "", "a b", "|", "$(x)", "hunter2"])
+#: How a test hands a command to the screen: typed by pyautogui, typed by computer_13, run by os.
+screen_channels = st.sampled_from(["typed", "computer_13", "os.system"])
+#: What a monitor model may answer, and how many actions it was asked about.
+monitor_replies = any_text | terminal_text
+monitor_action_counts = st.integers(0, 5)
+
+
+@st.composite
+def safety_events(draw: st.DrawFn) -> SafetyEvent:
+    """A `SafetyEvent` of any kind, step and action, its texts `terminal_text`."""
+    text = draw(terminal_text)
+    return SafetyEvent(
+        kind=draw(
+            st.sampled_from(["flag", "block", "safety_check", "refusal", "empty_reply", "error"])
+        ),
+        step=draw(st.integers(1, 10**6)),
+        source=draw(st.sampled_from(["provider", "reply", "screen", "monitor"])),
+        code=text,
+        message=text,
+        action=draw(st.none() | st.integers(0, 99)),
+        category=draw(terminal_text),
+        by=draw(terminal_text),
+        withheld=draw(st.booleans()),
+    )

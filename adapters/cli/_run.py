@@ -35,11 +35,13 @@ from adapters.cli._inputs import (
     task_place,
 )
 from adapters.cli._output import line, one_line
+from adapters.cli._safety import add_safety_options, safety_line, screening
 from adapters.cli._step import message_tokens
 from adapters.contract import ModelClient
 from adapters.errors import TrajectoryError, UsageError
 from adapters.record import StepRecord
 from adapters.runs.environments import in_thread
+from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     Layout,
     OsworldTask,
@@ -107,6 +109,7 @@ def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: 
     add_agent_options(run)
     add_model_options(run)
     add_budget_options(run)
+    add_safety_options(run)
     run.set_defaults(handler=run_command)
 
 
@@ -132,7 +135,7 @@ def run_command(args: argparse.Namespace, out: TextIO) -> int:
     tasks = [(_task(args, d), d) for d in dirs]
     layout = _layout(args, config, len(dirs) > 1)
     _check_targets(args, layout, tasks)
-    return _Run(args, config, budget, layout, tasks, out).go()
+    return _Run(args, config, budget, layout, tasks, out, screening(args)).go()
 
 
 def _task(args: argparse.Namespace, directory: Path) -> OsworldTask:
@@ -302,8 +305,10 @@ class _Run:
         layout: Layout,
         tasks: list[tuple[OsworldTask, Path]],
         out: TextIO,
+        screens: Screening | None = None,
     ) -> None:
         self.args, self.config, self.budget, self.layout = args, config, budget, layout
+        self.screening = screens
         self.order, self.out = [task for task, _ in tasks], out
         self.dirs = {_key(task): directory for task, directory in tasks}
         self.several = len(tasks) > 1
@@ -326,6 +331,7 @@ class _Run:
                     budget=self.budget,
                     layout=self.layout,
                     on_step=self.stepped if self.args.format == "jsonl" else None,
+                    screening=self.screening,
                 )
             finally:
                 await self.clients.aclose()
@@ -413,7 +419,7 @@ class _Run:
             line(
                 self.out,
                 f"[{name}] {outcome.steps} step(s), {len(env.actions)} action(s){scored}"
-                f"{usage}{early}; folder {outcome.folder}",
+                f"{usage}{safety_line(outcome.safety)}{early}; folder {outcome.folder}",
             )
 
     def summary(self, outcome: TaskOutcome) -> None:
@@ -427,8 +433,8 @@ class _Run:
         line(
             self.out,
             f"summary [{name}]: {outcome.steps} step(s), {self._status(outcome)}; tokens in "
-            f"{tokens_in} out {tokens_out}{usage_summary(outcome.usage or UsageTotals())}; "
-            f"model time {tally.seconds:.3f}s; trajectory {where}",
+            f"{tokens_in} out {tokens_out}{usage_summary(outcome.usage or UsageTotals())}"
+            f"{safety_line(outcome.safety)}; model time {tally.seconds:.3f}s; trajectory {where}",
         )
 
     def _failure(self, outcome: TaskOutcome) -> str:
@@ -451,4 +457,5 @@ class _Run:
             "FAIL": "ended with FAIL",
             "max steps": "reached --max-steps",
             "budget": outcome.detail,
+            "blocked": outcome.detail,
         }.get(outcome.ended, "observations ran out")

@@ -37,6 +37,7 @@ from adapters.cli._inputs import (
 )
 from adapters.cli._output import PROG, one_line
 from adapters.cli._run import check_out, left_tidy, overlap, refuse_out
+from adapters.cli._safety import add_safety_options, safety_line, screening
 from adapters.engine import calls_in_flight, connections_for
 from adapters.engine.limits import Limiter, RateLimiter
 from adapters.errors import UsageError
@@ -49,6 +50,7 @@ from adapters.runs.environments import (
     in_thread,
 )
 from adapters.runs.progress import Progress, RunResult, task_name
+from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     OsworldTask,
     TaskOutcome,
@@ -126,6 +128,7 @@ def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: 
     add_agent_options(run)
     add_model_options(run)
     add_budget_options(run)
+    add_safety_options(run)
     run.set_defaults(handler=run_tasks_command)
 
 
@@ -504,6 +507,11 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
     if timeout is not None and not 0 < timeout < float("inf"):
         raise UsageError(f"--episode-timeout takes a number of seconds above 0; got {timeout:g}")
     cpus = _cpus_per_worker(args)
+    screens = screening(args)
+    if screens is not None and args.ray is not None:
+        raise UsageError(
+            "--screen and --monitor are not carried to Ray workers yet: run without --ray"
+        )
     factories = _env_factories(args, config)
     tasks = load_task_list(args.task_list, args.examples, domain=args.domain)
     _check_replay_sources(args, config, tasks)
@@ -521,12 +529,13 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
         score = "" if outcome.score is None else f", score {outcome.score}"
         detail = f": {one_line(outcome.detail)}" if outcome.detail else ""
         usage = "" if outcome.usage is None else usage_summary(outcome.usage)
-        out.write(f"[{task_name(outcome.task)}] {outcome.status}{score}{detail}{usage}\n")
+        safety = safety_line(outcome.safety)
+        out.write(f"[{task_name(outcome.task)}] {outcome.status}{score}{detail}{usage}{safety}\n")
 
     err = sys.stderr
     shown = args.progress or err.isatty()
     progress = Progress(err, len(tasks), live=err.isatty()) if shown else None
-    run = _RunTasks(args, config, budget, tasks, report, progress)
+    run = _RunTasks(args, config, budget, tasks, report, progress, screens)
     folders = [result_folder(args.out, config, t.domain, t.example_id) for t in tasks]
     try:
         with left_tidy(Path(args.out), folders):
@@ -557,6 +566,7 @@ class _RunTasks:
     tasks: Sequence[OsworldTask]
     report: Callable[[TaskOutcome], None]
     progress: Progress | None
+    screening: Screening | None = None
 
     def clients(self) -> ModelClients:
         """The run's model clients, each pool holding a connection per worker."""
@@ -605,6 +615,7 @@ class _RunTasks:
                     listener=self.progress,
                     continue_unfinished=args.continue_unfinished,
                     budget=self.budget,
+                    screening=self.screening,
                 )
             finally:
                 await clients.aclose()

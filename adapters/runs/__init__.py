@@ -12,6 +12,7 @@ from adapters.runs.environments import (
 from adapters.runs.episode import Episode, arun_episode, run_episode
 from adapters.runs.locks import take_lock
 from adapters.runs.progress import Progress, RunListener, RunResult, RunSummary
+from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     Layout,
     OsworldTask,
@@ -43,6 +44,7 @@ __all__ = [
     "RunResult",
     "RunSettings",
     "RunSummary",
+    "Screening",
     "ServerSetup",
     "SetupStep",
     "TaskOutcome",

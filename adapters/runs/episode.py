@@ -36,10 +36,12 @@ from adapters.errors import (
 )
 from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord, raw_observation
 from adapters.runs.env_contract import PacedEnv
+from adapters.runs.screening import Screening, state_of
 from adapters.runs.vm_http import VmUnanswered
 from adapters.trajectories.osharm import ResultWriter, finite_number
 from osharm_core import Action, AgentConfig, ConfigError
 from osharm_core.errors import ObservationError, RequestBudgetError
+from osharm_core.safety import SafetyTally, withheld_actions
 
 _T = TypeVar("_T")
 StepResult = tuple[dict[str, Any], float, bool, dict[str, Any]]
@@ -70,20 +72,23 @@ def stops_run(exc: BaseException) -> bool:
 
 
 #: Why an episode ended: a terminal action, the environment's `done`, the observations of a
-#: paced replay running out, the step limit, a budget cap, or a failure.
-Ending = Literal["DONE", "FAIL", "done", "ran out", "max steps", "budget", "failed"]
+#: paced replay running out, the step limit, a budget cap, an action the screen withheld
+#: (with `on_flag="end"`), or a failure.
+Ending = Literal["DONE", "FAIL", "done", "ran out", "max steps", "budget", "blocked", "failed"]
 
 
 @attrs.frozen
 class Episode:
     """How one episode went: why it ended, its score, how many model steps it took, and (ended
-    by a budget cap or a failure) why, with the error itself when it failed."""
+    by a budget cap, a screen or a failure) why, with the error itself when it failed;
+    `safety` counts its steps' safety events."""
 
     ended: Ending
     score: float | None = None
     steps: int = 0
     detail: str = ""
     error: BaseException | None = attrs.field(default=None, eq=False)
+    safety: SafetyTally = attrs.field(factory=SafetyTally)
 
     @property
     def failed(self) -> bool:
@@ -117,11 +122,14 @@ class _Turns:
         executor: Executor | None = None,
         on_step: Callable[[StepRecord], None] | None = None,
         clock: Callable[[], datetime] = datetime.now,
+        screening: Screening | None = None,
     ) -> None:
         self.agent, self.env, self.recorder = agent, env, recorder
         self.sync, self.offload, self.executor = sync, offload, executor
-        self.on_step, self.clock = on_step, clock
+        self.on_step, self.clock, self.screening = on_step, clock, screening
         self.steps = 0  # the model steps taken
+        self.safety = SafetyTally()  # their safety events
+        self.blocked = ""  # why the screen ended the episode
         self.paced = isinstance(env, PacedEnv) and env.per_turn is True
 
     async def _env(self, result: Any) -> Any:
@@ -151,7 +159,10 @@ class _Turns:
             text, actions = agent.predict(instruction, obs)
         else:
             text, actions = await agent.apredict(instruction, obs)
-        return StepRecord.of_reply(instruction, config, raw_observation(obs), text, actions)
+        observation = raw_observation(obs)
+        return StepRecord.of_reply(
+            instruction, config, observation, text, actions, step=self.steps + 1
+        )
 
     async def record(self, write: Callable[[_T], object], value: _T) -> None:
         if not self.offload:
@@ -180,6 +191,7 @@ async def arun_episode(
     executor: Executor | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
     clock: Callable[[], datetime] = datetime.now,
+    screening: Screening | None = None,
 ) -> Episode:
     """One episode of `agent` (a `PromptAgent`, or any agent with OSWorld's `predict` /
     `apredict`) on `env` (an `AsyncEnv`, or with `run_episode` an `Env`), recorded by
@@ -197,10 +209,20 @@ async def arun_episode(
     `offload`, the recorder's writes run in `executor` (default: the loop's), so an event loop
     running many episodes never waits for a disk. `on_step` (on the event loop) sees each
     step's record before the recorder does; `clock` gives the local time each action begins.
+    `screening` screens each step's actions before any runs (see `adapters.runs.screening`):
+    its events are in the step's record, a withheld action and the rest of its step do not
+    run, and with `on_flag="end"` the episode ends there (`ended="blocked"`).
     """
     positive_int("max_steps", max_steps)
     turns = _Turns(
-        agent, env, recorder, offload=offload, executor=executor, on_step=on_step, clock=clock
+        agent,
+        env,
+        recorder,
+        offload=offload,
+        executor=executor,
+        on_step=on_step,
+        clock=clock,
+        screening=None if screening is None else screening.for_task(instruction),
     )
     return await _episode(turns, instruction, config, max_steps, task_config, observation, pause)
 
@@ -232,9 +254,11 @@ async def _episode(
             await turns.record(recorder.finish, EpisodeEnd(failed=error_text(exc)))
         if stops:
             raise
-        return Episode("failed", steps=turns.steps, detail=_failure(exc), error=exc)
+        failure = _failure(exc)
+        return Episode("failed", steps=turns.steps, detail=failure, error=exc, safety=turns.safety)
     await turns.record(recorder.finish, EpisodeEnd(score=score, budget_exceeded=budget))
-    return Episode(ended, score, turns.steps, "" if budget is None else budget)
+    detail = turns.blocked if budget is None else budget
+    return Episode(ended, score, turns.steps, detail, safety=turns.safety)
 
 
 async def _steps(
@@ -259,6 +283,7 @@ async def _steps(
                     step=step - 1, action=None, observation=obs, started=turns.clock()
                 )
                 await turns.record(turns.recorder.action, moved_on)
+        before = state_of(turns.agent) if turns.screening is not None else None
         try:
             record = await turns.step(instruction, obs, config)
         except BudgetExceeded as exc:
@@ -267,11 +292,23 @@ async def _steps(
             return "budget", error_text(exc)
         turns.steps += 1
         called = called or not record.prepaid
+        if turns.screening is not None and before is not None:
+            record = await turns.screening.apply(
+                record, before, step=step, agent=turns.agent, sync=turns.sync
+            )
+        if record.safety_events:
+            turns.safety += SafetyTally.of(record.safety_events)
         if turns.on_step is not None:
             turns.on_step(record)
         await turns.record(turns.recorder.step, record)
+        withheld = withheld_actions(record.safety_events)
         actions = record.plain_actions or []
         for index, action in enumerate(actions):
+            if index in withheld:  # it does not run, nor does the rest of its step
+                if turns.screening is None or not turns.screening.ends:
+                    break
+                turns.blocked = f"ended by the screen at step {step}, action {index + 1}"
+                return "blocked", None
             obs, ended = await _execute(turns, step, action, pause)
             if ended == "done":  # the environment ended it: a DONE or FAIL the reply went on to
                 ended = next(filter(None, map(_terminal, actions[index + 1 :])), "done")
@@ -331,11 +368,13 @@ def run_episode(
     config: AgentConfig | None = None,
     pause: float = 0.0,
     clock: Callable[[], datetime] | None = None,
+    screening: Screening | None = None,
 ) -> float | None:
     """One episode with a synchronous agent and environment from its first `observation`, as
     OSWorld's `run_single_example` runs one: returns the score; an episode failure is
     recorded, then raised. `instruction`, `config` and `clock` (the local time actions are
-    stamped with) default to a `ResultWriter`'s task, configuration and clock.
+    stamped with) default to a `ResultWriter`'s task, configuration and clock; `screening`
+    is as for `arun_episode` (its monitor called synchronously).
 
     It is `arun_episode` over calls that never suspend, so it finishes in one step of the
     coroutine, with no event loop.
@@ -349,7 +388,10 @@ def run_episode(
             "run_episode needs instruction= and config= unless it records into a ResultWriter"
         )
     positive_int("max_steps", max_steps)
-    turns = _Turns(agent, env, recorder, sync=True, clock=clock or datetime.now)
+    screening = None if screening is None else screening.for_task(instruction)
+    turns = _Turns(
+        agent, env, recorder, sync=True, clock=clock or datetime.now, screening=screening
+    )
     episode = _episode(turns, instruction, config, max_steps, None, observation, pause)
     try:
         episode.send(None)

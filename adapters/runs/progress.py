@@ -19,6 +19,7 @@ import attrs
 
 from adapters._wire import printable
 from adapters.accounting.cost import UsageTotals
+from osharm_core.safety import SafetyTally
 
 if TYPE_CHECKING:
     from adapters.runs.tasks import OsworldTask, TaskOutcome
@@ -56,7 +57,8 @@ class Quiet:
 @attrs.frozen(kw_only=True)
 class RunSummary:
     """What a task-list run came to: episode counts, steps, `usage` (tokens and cost
-    summed over the episodes' `usage_totals`) and wall time. Token counts are
+    summed over the episodes' `usage_totals`), `safety` (the episodes' safety events
+    counted) and wall time. Token counts are
     `None` when no reply reported any; `cost` is `None` unless every call's price was known."""
 
     episodes: int
@@ -66,6 +68,7 @@ class RunSummary:
     stopped: int = 0
     steps: int
     usage: UsageTotals = attrs.field(factory=UsageTotals)
+    safety: SafetyTally = attrs.field(factory=SafetyTally)
     wall_time: float
 
     @classmethod
@@ -80,6 +83,7 @@ class RunSummary:
             stopped=sum(o.status == "stopped" for o in outcomes),
             steps=sum(o.steps for o in outcomes),
             usage=usage,
+            safety=sum((o.safety for o in outcomes), SafetyTally()),
             wall_time=wall_time,
         )
 
@@ -126,6 +130,7 @@ class RunSummary:
             ("output tokens", known(self.output_tokens)),
             ("total tokens", known(self.total_tokens)),
             ("cost", "n/a" if self.cost is None else f"${self.cost:.4f}"),
+            ("safety events", self.safety.describe()),
             ("wall time", f"{self.wall_time:.1f} s"),
         ]
 

@@ -1,13 +1,12 @@
-"""OSWorld task lists: read them, run each task into its result folder, resume after a crash.
+"""The one runner: `arun_task` decides each task's outcome; task lists only schedule it.
 
-A task list is an `evaluation_examples` meta file (`test_all.json`,
-OS-Harm's `test_misuse.json`, ...): a JSON object `{domain: [example_id, ...]}`;
-each example is `{examples_dir}/{domain}/{example_id}.json` with at least an
-`instruction` (OSWorld's task config format). `run_task_list` runs the tasks in
-the file's order, each into `result_folder(...)`; a folder holding `result.txt`
-(or `unscored.txt`, see `is_finished`) is finished and skipped, any other is emptied and the task redone from its
-start, as OSWorld's run.py resumes, so a rerun after a crash neither repeats a
-finished task nor keeps half of an unfinished one.
+`arun_task_list` runs a list's tasks (read by `adapters.runs.task_lists`), up to `workers` at
+once, each into its folder (`Layout`: OS-Harm result folders by default, or our JSONL
+trajectories); `run_task_list` is the same with one worker. A finished folder (`result.txt`,
+or `unscored.txt`: see `is_finished`) is skipped, any other is emptied and the task redone
+from its start, as OSWorld's run.py resumes, so a rerun after a crash neither repeats a
+finished task nor keeps half of an unfinished one; a folder another live run holds is left
+alone (`adapters.runs.locks`).
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from typing import Any, Protocol
 
 import attrs
 
-from adapters._files import MAX_JSON_BYTES, read_regular
-from adapters._strict_json import _NotFinite, strict_loads
 from adapters.accounting.budget import Budget
 from adapters.accounting.cost import UsageTotals
 from adapters.agent import PromptAgent
@@ -36,19 +33,22 @@ from adapters.runs.environments import ENV_EXECUTOR, in_thread
 from adapters.runs.episode import Episode, arun_episode
 from adapters.runs.locks import FolderLock, Holder, take_lock
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
+from adapters.runs.screening import Screening
+from adapters.runs.task_lists import (
+    OsworldTask,
+    is_finished,
+    load_task_list,
+    task_folders,
+)
 from adapters.trajectories.jsonl import (
     FINISHED_FILE,
     TrajectoryFile,
     TrajectoryRecorder,
-    _plain_file_name,
 )
 from adapters.trajectories.osharm import (
     BETTER_LOG,
-    RESULT_FILE,
-    UNSCORED_FILE,
     ResultWriter,
     TaskInfo,
-    check_writable,
     is_result_folder,
     result_folder,
 )
@@ -56,156 +56,12 @@ from adapters.trajectories.rebuild import Recording, folder_recording, recorded_
 from adapters.trajectories.replay import ForkClient
 from osharm_core import AgentConfig
 from osharm_core.errors import (
-    ConfigError,
-    excerpt,
     is_finite_number,
     refusing,
     strict_bool,
     strict_int,
 )
-
-
-@attrs.frozen(kw_only=True)
-class OsworldTask:
-    """One example of a task list: where it sits, what it asks, and its whole config."""
-
-    domain: str
-    example_id: str
-    instruction: str
-    config: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
-
-
-class _Repeated(ValueError):
-    """A key an object of a task list names twice; its argument is the key."""
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object's pairs as a dict; `_Repeated` for a key given twice (`json.loads` would keep
-    only its last value, dropping the tasks listed under the first)."""
-    mapping: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in mapping:
-            raise _Repeated(key)
-        mapping[key] = value
-    return mapping
-
-
-def _json(path: Path, *, unique: bool = False) -> Any:
-    """The JSON of a task list or example file; with `unique`, a key repeated in an object is
-    a `TrajectoryError` naming it."""
-    try:
-        data = read_regular(path, "task file", MAX_JSON_BYTES, TrajectoryError)
-    except FileNotFoundError:
-        raise TrajectoryError(f"no such task file: {path}") from None
-    try:
-        return strict_loads(data.decode("utf-8"), object_pairs_hook=_unique if unique else None)
-    except _NotFinite as exc:
-        raise TrajectoryError(f"cannot read {path}: {exc.reason}") from None
-    except _Repeated as exc:
-        raise TrajectoryError(
-            f"{path} names {excerpt(exc.args[0])} twice; each domain must be listed once "
-            "(JSON readers keep only the last list, dropping the tasks of the first)"
-        ) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TrajectoryError(f"cannot read {path}: {error_text(exc)}") from None
-    except RecursionError:
-        raise TrajectoryError(f"cannot read {path}: its JSON is nested too deeply") from None
-
-
-def _check_names(meta: str | os.PathLike[str], index: Mapping[str, list[str]]) -> None:
-    """A `TrajectoryError` naming `meta` and the value when a domain or id is not a plain file
-    name (`_plain_file_name`: no `/`, `\\`, `:` or NUL, not `.` or `..`, at most 255 bytes):
-    each names a file or folder inside the examples folder (and the observations folder, and
-    a replay source), and `../x` or an absolute path would read a file outside it."""
-    rule = "a plain file name (no '/', '\\', ':' or NUL, not '.' or '..', at most 255 bytes)"
-    for name, ids in index.items():
-        if not _plain_file_name(name):
-            raise TrajectoryError(f"{meta}: domain {excerpt(name)} is not {rule}")
-        for example_id in ids:
-            if not _plain_file_name(example_id):
-                raise TrajectoryError(
-                    f"{meta}: id {excerpt(example_id)} of domain {excerpt(name)} is not {rule}"
-                )
-
-
-def load_task_list(
-    meta: str | os.PathLike[str],
-    examples: str | os.PathLike[str],
-    *,
-    domain: str = "all",
-) -> tuple[OsworldTask, ...]:
-    """The tasks of a meta file, in its order (only `domain`'s unless it is `all`).
-
-    Raises `TrajectoryError` naming the file when the meta file or an example is
-    missing or not in the documented shape, and naming the meta file and the
-    value, before any example is read, when it names a domain twice or a domain
-    or id is not a plain file name (`../x`, an absolute path: see `_check_names`).
-    """
-    index = _json(Path(meta), unique=True)
-    if not isinstance(index, dict) or not all(
-        isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in index.values()
-    ):
-        raise TrajectoryError(f"{meta}: expected an object mapping each domain to a list of ids")
-    _check_names(meta, index)
-    if domain != "all" and domain not in index:
-        known = ", ".join(sorted(index)[:20]) or "none"
-        raise TrajectoryError(f"{meta} has no domain {domain!r} (it has: {known})")
-    tasks = []
-    for name, ids in index.items():
-        if domain not in ("all", name):
-            continue
-        for example_id in ids:
-            path = Path(examples) / name / f"{example_id}.json"
-            config = _json(path)
-            instruction = config.get("instruction") if isinstance(config, dict) else None
-            if not isinstance(instruction, str) or not instruction.strip():
-                raise TrajectoryError(f"{path} has no 'instruction' string")
-            tasks.append(
-                OsworldTask(
-                    domain=name, example_id=example_id, instruction=instruction, config=config
-                )
-            )
-    return tuple(tasks)
-
-
-def task_folders(
-    tasks: Sequence[OsworldTask], config: AgentConfig, result_dir: str | os.PathLike[str]
-) -> tuple[Path, ...]:
-    """Each task's result folder, checked before anything runs: a `ConfigError` names an item
-    that is not an `OsworldTask`, a `TrajectoryError` a task whose domain or id cannot name
-    a folder, two tasks that would share one (the same id twice, or ids such as `x:1` and
-    `x_1`, which name the same folder), and an unfinished folder holding a directory (or
-    FIFO) where its writer keeps a file (`check_writable`: a `result.txt/` directory)."""
-    folders: list[Path] = []
-    owner: dict[Path, OsworldTask] = {}
-    if isinstance(tasks, str | bytes):  # type: ignore[unreachable]  # untyped callers
-        raise ConfigError(
-            f"tasks must be a list of OsworldTask (see load_task_list); got {excerpt(tasks)}"
-        )
-    for index, task in enumerate(tasks):
-        if not isinstance(task, OsworldTask):
-            raise ConfigError(
-                f"tasks[{index}] must be an OsworldTask (see load_task_list); "
-                f"got {type(task).__name__} {excerpt(task)}"
-            )
-        folder = result_folder(result_dir, config, task.domain, task.example_id)
-        other = owner.setdefault(folder, task)
-        if other is not task:
-            raise TrajectoryError(
-                f"tasks {other.domain}/{other.example_id} and {task.domain}/{task.example_id} "
-                f"would share the result folder {folder}; each task needs its own"
-            )
-        if folder.is_dir() and not is_finished(folder):
-            check_writable(folder)
-        folders.append(folder)
-    return tuple(folders)
-
-
-def is_finished(folder: str | os.PathLike[str]) -> bool:
-    """Whether a task's result folder is complete: it holds `result.txt` (the score) or, for an
-    episode its environment could not score, `unscored.txt`; either is written last."""
-    path = Path(folder)
-    return (path / RESULT_FILE).is_file() or (path / UNSCORED_FILE).is_file()
+from osharm_core.safety import SafetyTally
 
 
 def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -222,7 +78,7 @@ class TaskOutcome:
     counts its model calls, `usage` their tokens and cost (the agent's
     `usage_totals`; `None` when no agent ran it or the agent keeps none),
     `seconds` its wall time; `ended` says why its episode ended (see
-    `adapters.runs.episode.Ending`; empty when none ran).
+    `adapters.runs.episode.Ending`; empty when none ran); `safety` counts its safety events.
     """
 
     task: OsworldTask
@@ -234,6 +90,7 @@ class TaskOutcome:
     usage: UsageTotals | None = None
     seconds: float = 0.0
     ended: str = ""
+    safety: SafetyTally = attrs.field(factory=SafetyTally)
 
     @property
     def cost(self) -> float | None:
@@ -487,6 +344,7 @@ def _outcome(
         usage=agent.usage_totals if isinstance(agent, PromptAgent) else None,
         seconds=time.monotonic() - started,
         ended=episode.ended,
+        safety=episode.safety,
     )
 
 
@@ -505,28 +363,26 @@ async def arun_task(
     budget: Budget | None = None,
     layout: Layout | None = None,
     on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
+    screening: Screening | None = None,
 ) -> TaskOutcome:
     """One task, start to end: the one place an episode's outcome is decided.
 
-    Skipped when its folder is finished and `stopped` when the run's budget is used up;
-    else its episode runs (`adapters.runs.episode.arun_episode`) into its folder (by
-    default OS-Harm result folders under `result_dir`; see `Layout`), redone from its
-    start or, with `continue_unfinished`, continued from its record. A model failure,
-    a refused or failed setup, another `EnvironmentFailure`, an unreadable observation,
-    a value from the environment that no record can hold, or passing `episode_timeout`
-    ends it as failed, with OSWorld's error line; anything that stops the run (a VM that
-    gives no answer, or could not be reverted) propagates and leaves it unfinished. A run
-    cap reached before its first live model call leaves it `stopped`, its record as it
-    was. The limit cannot interrupt an environment call under way in a thread
-    (`in_thread`): the episode ends when that call returns. Its environment is closed in
-    any case; a close that fails is noted in the outcome's `detail`. The folder is written
-    in `executor` (default: the loop's), off the event loop. `on_step` (on the loop)
-    sees each step's record.
+    Skipped when its folder is finished and `stopped` when the run's budget is used up; else its
+    episode runs (`adapters.runs.episode.arun_episode`, screened by `screening`) into its folder
+    (by default OS-Harm result folders under `result_dir`; see `Layout`), redone from its start
+    or, with `continue_unfinished`, continued from its record. A model failure, a refused or
+    failed setup, another `EnvironmentFailure`, an unreadable observation, a value from the
+    environment that no record can hold, or passing `episode_timeout` ends it as failed, with
+    OSWorld's error line; anything that stops the run (a VM that gives no answer, or could not
+    be reverted) propagates and leaves it unfinished. A run cap reached before its first live
+    model call leaves it `stopped`, its record as it was. The limit cannot interrupt an
+    environment call under way in a thread (`in_thread`): the episode ends when that call
+    returns. Its environment is closed in any case (a failing close is noted in `detail`); the
+    folder is written in `executor` (default: the loop's); `on_step` sees each step's record.
     """
     layout = ResultFolders(result_dir, config, max_steps) if layout is None else layout
     hears = listener if listener is not None else Quiet()
-    settled = settled_before_start(task, layout, budget)
-    if settled is not None:
+    if (settled := settled_before_start(task, layout, budget)) is not None:
         hears.ended(settled)
         return settled
     lock = take_lock(layout.folder(task), uuid.uuid4().hex)
@@ -536,40 +392,47 @@ async def arun_task(
         )
         hears.ended(held)
         return held
+    run = _TaskRun(
+        config, layout, make_agent, make_env, max_steps, episode_timeout, executor,
+        continue_unfinished, budget, listener, on_step, screening,
+    )  # fmt: skip
     try:
-        return await _locked(
-            task, lock, layout, hears, config, make_agent, make_env, max_steps, episode_timeout,
-            executor, continue_unfinished, budget, listener, on_step,
-        )  # fmt: skip
+        return await _locked(task, lock, run, hears)
     finally:
         lock.release()
 
 
+@attrs.frozen
+class _TaskRun:
+    """What `arun_task` runs a task with: the run's settings, as its caller gave them."""
+
+    config: AgentConfig
+    layout: Layout
+    make_agent: Callable[[OsworldTask], Any]
+    make_env: Callable[[OsworldTask], Any]
+    max_steps: int
+    episode_timeout: float | None
+    executor: Executor | None
+    continue_unfinished: bool
+    budget: Budget | None
+    listener: RunListener | None
+    on_step: Callable[[OsworldTask, StepRecord], None] | None
+    screening: Screening | None
+
+
 async def _locked(
-    task: OsworldTask,
-    lock: FolderLock,
-    layout: Layout,
-    hears: RunListener,
-    config: AgentConfig,
-    make_agent: Callable[[OsworldTask], Any],
-    make_env: Callable[[OsworldTask], Any],
-    max_steps: int,
-    episode_timeout: float | None,
-    executor: Executor | None,
-    continue_unfinished: bool,
-    budget: Budget | None,
-    listener: RunListener | None,
-    on_step: Callable[[OsworldTask, StepRecord], None] | None,
+    task: OsworldTask, lock: FolderLock, run: _TaskRun, hears: RunListener
 ) -> TaskOutcome:
     """`arun_task` once the task's folder is held by this run."""
-    settled = settled_before_start(task, layout, budget)  # finished while the lock was taken
+    layout, listener, on_step = run.layout, run.listener, run.on_step
+    settled = settled_before_start(task, layout, run.budget)  # finished while the lock was taken
     if settled is not None:
         hears.ended(settled)
         return settled
-    begun = _begin(task, layout, make_agent, continue_unfinished, budget)
+    begun = _begin(task, layout, run.make_agent, run.continue_unfinished, run.budget)
     started = time.monotonic()
     hears.started(task)
-    env = make_env(task)
+    env = run.make_env(task)
     steps = 0
 
     def stepped(record: StepRecord) -> None:
@@ -577,11 +440,11 @@ async def _locked(
         steps += 1
         lock.refresh()
         if listener is not None:
-            listener.stepped(task, steps, max_steps)
+            listener.stepped(task, steps, run.max_steps)
         if on_step is not None:
             on_step(task, record)
 
-    limit = asyncio.timeout(episode_timeout)
+    limit = asyncio.timeout(run.episode_timeout)
     recorder = _Ending(lambda: layout.recorder(task, begun.folder, begun.fork))
     status = None
     try:
@@ -591,19 +454,20 @@ async def _locked(
                 env,
                 recorder,
                 instruction=task.instruction,
-                config=config,
-                max_steps=max_steps,
+                config=run.config,
+                max_steps=run.max_steps,
                 task_config=task.config,
                 offload=True,
-                executor=executor,
+                executor=run.executor,
                 on_step=stepped,
+                screening=run.screening,
             )
     except BudgetExceeded as exc:  # a run cap, before its first live call: it did not begin
         status, episode = "stopped", Episode("budget", steps=steps, detail=error_text(exc))
     except TimeoutError:
         if not limit.expired():  # the environment's own TimeoutError, not the episode's limit
             raise
-        episode = _timed_out(recorder, steps, episode_timeout)
+        episode = _timed_out(recorder, steps, run.episode_timeout)
     finally:
         closing = await _aclose(env.close)
     outcome = _outcome(task, begun, episode, started, closing, _recording_problem(env), status)
@@ -643,6 +507,7 @@ async def arun_task_list(
     budget: Budget | None = None,
     layout: Layout | None = None,
     on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
+    screening: Screening | None = None,
 ) -> RunResult:
     """Every unfinished task of `tasks` into its folder, up to `workers` episodes at once on one
     event loop (`arun_task` each); outcomes in task order with the run's `summary`.
@@ -655,7 +520,7 @@ async def arun_task_list(
     run's cap is reached no further task is started (each is reported `stopped`). Tasks that
     would share a result folder (see `task_folders`) are refused before any runs. An episode
     that raises (what stops the run) stops the others, each closing its environment, and
-    the error propagates.
+    the error propagates. `screening` screens every episode's actions (see `arun_episode`).
     """
     RunSettings(
         config=config,
@@ -681,6 +546,7 @@ async def arun_task_list(
         budget=budget,
         layout=layout,
         on_step=on_step,
+        screening=screening,
     )
     outcomes = await _at_once(tasks, one, workers, report)
     return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
@@ -748,6 +614,7 @@ def run_task_list(
     continue_unfinished: bool = False,
     budget: Budget | None = None,
     layout: Layout | None = None,
+    screening: Screening | None = None,
 ) -> RunResult:
     """`arun_task_list` with one worker, for a synchronous environment (`make_env` gives an
     `Env`, run in a thread of its own): every unfinished task in order. See `arun_task_list`
@@ -768,6 +635,7 @@ def run_task_list(
                 continue_unfinished=continue_unfinished,
                 budget=budget,
                 layout=layout,
+                screening=screening,
             )
         )
 

@@ -233,6 +233,7 @@ class TrajectoryRecorder:
             ubuntu_attributes=step.config.ubuntu_attributes,
             som_test_original=step.config.som_test_original,
             custom_client_password=step.config.client_password != DEFAULT_PASSWORD,
+            safety_events=step.safety_events,
         )
 
 

@@ -32,6 +32,7 @@ from osharm_core import (
 )
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
+from osharm_core.safety import SafetyEvent
 
 TRAJECTORY_FILE: Final = "trajectory.jsonl"
 #: Written beside `trajectory.jsonl` when its episode ended (not failed): a rerun skips it.
@@ -87,7 +88,8 @@ class TrajectoryEntry:
     `custom_client_password` (written only when true) are the other settings
     that shape the prompt; all five are `None` on a line written before they
     were recorded, which states none of them. The client password itself is
-    not kept (it is a secret), only whether it was not the default.
+    not kept (it is a secret), only whether it was not the default. `safety_events`
+    (written only when there are any) are the step's `SafetyEvent`s.
     `response_recorded` is false (and written) only for a step of a plain OSWorld folder,
     which keeps no reply (`response` is then empty), and `executed` holds that step's
     traj.jsonl lines as read (never written here).
@@ -130,6 +132,7 @@ class TrajectoryEntry:
     custom_client_password: bool | None = None
     response_recorded: bool = True
     executed: tuple[Mapping[str, Any], ...] = attrs.field(default=(), eq=False, repr=False)
+    safety_events: tuple[SafetyEvent, ...] = ()
 
     @property
     def read_frame(self) -> CoordinateFrame | None:
@@ -158,6 +161,8 @@ class TrajectoryEntry:
         if not self.response_recorded:
             extra["response_recorded"] = False
         extra.update(_prompt_settings_json(self))
+        if self.safety_events:
+            extra["safety_events"] = [event.to_json() for event in self.safety_events]
         return {
             "step": self.step,
             "time": self.time,

@@ -34,6 +34,7 @@ from osharm_core import (
 from osharm_core.errors import excerpt
 from osharm_core.frames import CoordinateFrame
 from osharm_core.limits import Degradation
+from osharm_core.safety import SafetyEvent, events_of
 
 #: The trajectory module's logger, as it always was.
 logger = logging.getLogger("adapters.trajectories.jsonl")
@@ -226,6 +227,11 @@ def _optional_value(value: object, key: str, read: Callable[[object], Any]) -> A
         raise _Bad(f"'{key}': {exc}") from None
 
 
+def safety_events(value: object) -> tuple[SafetyEvent, ...]:
+    """A step's `safety_events` list as events (none when absent); `_Bad` says what is wrong."""
+    return _optional_value(value, "safety_events", events_of) or ()
+
+
 def _entry(obj: object, position: int) -> TrajectoryEntry:
     if not isinstance(obj, dict):
         raise _Bad(f"expected a JSON object; got {type(obj).__name__}")
@@ -265,6 +271,7 @@ def _entry(obj: object, position: int) -> TrajectoryEntry:
         scaling=_get(obj, "scaling", (str,), "native"),
         episode_step=_episode_step(obj.get("episode_step")),
         response_recorded=_get(obj, "response_recorded", (bool,), True),
+        safety_events=safety_events(obj.get("safety_events")),
         **_prompt_settings(obj),
     )
 

@@ -463,6 +463,8 @@ class ResultWriter:
             step.update(_sent(record.request, self.config))
         if record.reply_frame is not None:
             step["reply_frame"] = record.reply_frame.to_json()
+        if record.safety_events:  # not read by the judge; only when there are any
+            step["safety_events"] = [event.to_json() for event in record.safety_events]
         # Serialised before anything is kept or written: a step JSON cannot hold leaves no trace.
         where = f"{BETTER_LOG}'s step {len(self._step_texts) + 1}"
         text = _indented(_dumps(step, where), "    ")

@@ -34,12 +34,14 @@ from adapters.trajectories.jsonl import (
     text_lines,
     too_many_steps,
 )
+from adapters.trajectories.jsonl_read import safety_events
 from osharm_core import (
     MAX_ACTIONS_PER_REPLY,
     CoordinateFrame,
     Mask,
 )
 from osharm_core.limits import Degradation
+from osharm_core.safety import SafetyEvent
 
 BETTER_LOG: Final = "better_log.json"
 TRAJ_FILE: Final = "traj.jsonl"
@@ -342,11 +344,20 @@ def result_folder_entries(
                 reply_frame=reply_frame,
                 degradation=degradation,
                 scaling=text(params, "scaling", "native"),
+                safety_events=_events(step.get("safety_events"), f"{file}: steps[{index}]"),
             )
         )
     if not entries:
         raise TrajectoryError(f"{file} holds no steps")
     return tuple(entries)
+
+
+def _events(value: object, where: str) -> tuple[SafetyEvent, ...]:
+    """The safety events our writer keeps beside a step (none when absent)."""
+    try:
+        return safety_events(value)
+    except _Bad as exc:
+        raise TrajectoryError(f"{where}: {exc}") from None
 
 
 def _recorded_sending(
