@@ -1329,7 +1329,7 @@ def _reads_commands(code: str) -> bool:
 
 
 #: Client passwords, the default among odd ones (empty, spaced, shell punctuation).
-client_passwords = st.sampled_from(["password", "", "a b", "|", "$(x)", "hunter2"])
+screened_passwords = st.sampled_from(["password", "", "a b", "|", "$(x)", "hunter2"])
 #: How a test hands a command to the screen: typed by pyautogui, typed by computer_13, run by os.
 screen_channels = st.sampled_from(["typed", "computer_13", "os.system"])
 #: What a monitor model may answer, and how many actions it was asked about.

@@ -10,13 +10,13 @@ from osharm_core.monitor import read_monitor_reply
 from osharm_core.screen_read import read_actions
 from tests.strategies import (
     benign_commands,
-    client_passwords,
     harmful_commands,
     monitor_action_counts,
     monitor_replies,
     safety_events,
     screen_channels,
     screened_actions,
+    screened_passwords,
     shell_text,
 )
 
@@ -27,7 +27,7 @@ SCREEN = RuleScreen()
 CONFIG = AgentConfig(action_space="pyautogui")
 
 
-@given(shell_text, client_passwords)
+@given(shell_text, screened_passwords)
 def test_the_screen_never_raises_on_any_command_line(line: str, password: str) -> None:
     """Any string, with any client password, gets a verdict, never an exception."""
     assert SCREEN.check(line, password=password).decision in ("allow", "flag", "block")

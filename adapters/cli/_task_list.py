@@ -508,10 +508,6 @@ def run_tasks_command(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--episode-timeout takes a number of seconds above 0; got {timeout:g}")
     cpus = _cpus_per_worker(args)
     screens = screening(args)
-    if screens is not None and args.ray is not None:
-        raise UsageError(
-            "--screen and --monitor are not carried to Ray workers yet: run without --ray"
-        )
     factories = _env_factories(args, config)
     tasks = load_task_list(args.task_list, args.examples, domain=args.domain)
     _check_replay_sources(args, config, tasks)
@@ -595,6 +591,7 @@ class _RunTasks:
             budget=self.budget,
             # The retry lines and warnings, printed here as a run without --ray prints them.
             relay_messages=True,
+            screening=self.screening,
         )
 
     def here(self, factories: Sequence[Callable[[OsworldTask], Env]]) -> RunResult:

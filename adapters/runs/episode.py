@@ -30,6 +30,7 @@ from adapters.errors import (
     EnvironmentFailure,
     ModelCallError,
     RevertFailure,
+    SafetyCheckPending,
     TrajectoryError,
     UnwritableRecord,
     error_text,
@@ -290,6 +291,9 @@ async def _steps(
             if exc.scope == "run" and not called:
                 raise
             return "budget", error_text(exc)
+        except SafetyCheckPending as exc:  # only a person may lift it: the episode ends here
+            turns.blocked = f"ended at step {step}: {error_text(exc)}"
+            return "blocked", None
         turns.steps += 1
         called = called or not record.prepaid
         if turns.screening is not None and before is not None:

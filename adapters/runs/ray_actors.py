@@ -39,6 +39,7 @@ from adapters.errors import (
 from adapters.runs._relay import Channel, Logged, Retried, Said, telling
 from adapters.runs.environments import in_thread
 from adapters.runs.progress import Quiet, RunListener
+from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     OsworldTask,
     TaskOutcome,
@@ -304,9 +305,11 @@ class EpisodeActor:
         continue_unfinished: bool = False,
         run_caps: Any = None,
         relay_messages: bool = False,
+        screening: Screening | None = None,
     ) -> None:
         self.run_caps = run_caps  # the `BudgetActor`, when the run has caps
         self.relay_messages = relay_messages
+        self.screening = screening
         # What episodes said that no stream of theirs took (see `_relay`), for `unsent`.
         self._unsent: list[Said] = []
         self.config = AgentConfig.from_json(json.loads(config_json))
@@ -402,6 +405,7 @@ class EpisodeActor:
             episode_timeout=self.episode_timeout,
             listener=listener,
             continue_unfinished=self.continue_unfinished,
+            screening=self.screening,
             # Each episode's own caps; the run's caps are kept by the `BudgetActor`.
             budget=self._budget(task),
         )

@@ -84,6 +84,7 @@ from adapters.runs.ray_actors import (
     _reason,
     _SharedActorDied,
 )
+from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     OsworldTask,
     ResultFolders,
@@ -158,6 +159,7 @@ def run_task_list_on_ray(
     continue_unfinished: bool = False,
     budget: Budget | None = None,
     relay_messages: bool = False,
+    screening: Screening | None = None,
 ) -> RunResult:
     """Run a task list on `actors` Ray actors; outcomes in task order with the run's summary.
 
@@ -168,8 +170,9 @@ def run_task_list_on_ray(
     client. Only as many actors start as there are unfinished tasks, each asking for
     `cpus_per_actor` CPUs (0.25 fits more on a node when episodes mostly wait); an actor
     gets tasks once Ray has started it, and when none has after `start_timeout` seconds
-    the run stops with a `ConfigError`. Failures, deaths, budgets and `relay_messages`
-    are as the module says; the rest is `arun_task_list`'s.
+    the run stops with a `ConfigError`. `screening` (a `Screening`: a screen, a monitor and
+    their policy) travels to the actors, which screen each step there. Failures, deaths,
+    budgets and `relay_messages` are as the module says; the rest is `arun_task_list`'s.
     """
     count = RunSettings(
         config=config,
@@ -197,7 +200,7 @@ def run_task_list_on_ray(
             run_caps = spawned.run_caps(budget)
             episode = (json.dumps(config.to_json()), os.fspath(result_dir), make_agent)
             settings = (max_steps, episode_timeout, limiter, _episode_caps(budget))
-            rest = (continue_unfinished, run_caps, relay_messages)
+            rest = (continue_unfinished, run_caps, relay_messages, screening)
             workers = [
                 spawned.worker(share, (*episode, factory, *settings, *rest))
                 for factory in factories[: len(pending)]

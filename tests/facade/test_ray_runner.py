@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import re
@@ -47,7 +48,7 @@ from adapters.runs import (
 from adapters.testing import FakeClient
 from adapters.trajectories.osharm import load_result_folder, result_folder
 from adapters.trajectories.replay import ReplayEnv
-from osharm_core import AgentConfig, ConfigError
+from osharm_core import AgentConfig, ConfigError, RuleScreen
 from tests.adapters.loopback import (
     LoopbackServer,
     Received,
@@ -79,6 +80,8 @@ from adapters.runs import _relay, ray_runner  # noqa: E402
 from adapters.runs.locks import FolderLock, take_lock  # noqa: E402
 from adapters.runs.ray_actors import RayLimiter, _Raised, _sendable  # noqa: E402
 from adapters.runs.ray_runner import run_task_list_on_ray  # noqa: E402
+from adapters.runs.screening import Screening  # noqa: E402
+from tests.facade.test_screening import WIPE  # noqa: E402  (the screen's own harmful reply)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = AgentConfig(model="m", observation_type="a11y_tree", action_space="pyautogui")
@@ -242,6 +245,36 @@ def test_on_ray_a_folder_another_live_run_holds_is_left_alone(
     assert outcome["_b"].detail.startswith(f"held by another run (host {socket.gethostname()}")
     assert not held.exists()  # nothing written, and the lock given back
     assert [outcome[i].status for i in ("_a", "_c", "_d")] == ["finished"] * 3
+
+
+def make_wiping_agent(task: OsworldTask, limiter: Limiter | None) -> PromptAgent:
+    """An agent whose first reply types a destructive command, then is done."""
+    return PromptAgent.from_config(CONFIG, client=FakeClient([WIPE, "DONE"]))
+
+
+def test_on_ray_the_screen_runs_in_the_actors_and_blocks_there(
+    cluster: None, tmp_path: Path
+) -> None:
+    """`screening` travels to the Ray actors: the rule screen flags the rm -rf there, the
+    block policy keeps it from running, and the step's event is in better_log.json."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
+    result = run_task_list_on_ray(
+        load_task_list(meta, examples),
+        config=CONFIG,
+        result_dir=tmp_path / "results",
+        make_agent=make_wiping_agent,
+        make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
+        max_steps=5,
+        actors=1,
+        screening=Screening(screen=RuleScreen(), on_flag="block"),
+    )
+    (outcome,) = result
+    assert outcome.status == "finished"
+    assert outcome.safety.total >= 1
+    traj = (outcome.folder / "traj.jsonl").read_text(encoding="utf-8")
+    assert "rm -rf" not in traj
+    log = json.loads((outcome.folder / "better_log.json").read_text(encoding="utf-8"))
+    assert log["steps"][0]["safety_events"][0]["code"] == "recursive-delete"
 
 
 def test_the_cli_runs_a_task_list_with_ray(

@@ -16,7 +16,7 @@ import pytest
 
 from adapters.agent import PromptAgent
 from adapters.cli import main
-from adapters.errors import BudgetExceeded, EnvironmentFailure, TrajectoryError
+from adapters.errors import BudgetExceeded, EnvironmentFailure, SafetyCheckPending, TrajectoryError
 from adapters.runs import (
     OsworldTask,
     Progress,
@@ -657,3 +657,29 @@ def test_a_task_file_holding_a_number_json_cannot_is_refused(tmp_path: Path, num
     )
     with pytest.raises(TrajectoryError, match=rf"_a\.json: it holds '{number}', not a finite"):
         load_task_list(meta, examples)
+
+
+class _Pending:
+    """An agent whose continued chain has safety checks only a person may decide about."""
+
+    def predict(self, instruction: str, obs: Any) -> Any:
+        raise SafetyCheckPending([("sc_1", "malicious_instructions", "x")], provider="openai")
+
+    async def apredict(self, instruction: str, obs: Any) -> Any:
+        return self.predict(instruction, obs)
+
+
+def test_pending_safety_checks_end_their_episode_not_the_run(tmp_path: Path) -> None:
+    """A chain with safety checks pending raised out of the whole run; it now ends its own
+    episode (blocked, evaluated, finished) and the run goes on to the next task."""
+    desktop = observation_folder(tmp_path / "desktop")
+    result = run_task_list(
+        _tasks("_a", "_b"),
+        config=CONFIG,
+        result_dir=tmp_path / "results",
+        make_agent=lambda _: _Pending(),
+        make_env=lambda _: ReplayEnv(desktop),
+        max_steps=3,
+    )
+    assert [(o.status, o.ended) for o in result] == [("finished", "blocked")] * 2
+    assert "pending safety checks (malicious_instructions)" in result[0].detail
