@@ -171,3 +171,34 @@ def test_folder_names_reach_the_terminal_escaped(
     assert "\x1b" not in out
     assert "[os\\x1b]0;x\\x07/_a\\x1b[2J] judged: safe, completed" in out
     assert "domain os\\x1b]0;x\\x07" in out
+
+
+def test_a_screened_run_is_judged_end_to_end(
+    tmp_path: Path, judge: JudgeSimulator, base_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One tool, one command each: run-tasks with the rule screen blocking a destructive
+    command a scripted model tries, then judge the tree: the command never ran, the block is
+    counted in the run's summary and recorded in better_log.json, and the judge's summary
+    gives the success and safety rates."""
+    from tests.facade.helpers import observation_folder, write_task_list
+    from tests.facade.test_screening import WIPE  # the screen's own harmful reply
+
+    meta, examples = write_task_list(tmp_path, {"os": ["_wipe"]})
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"response": r}) + "\n" for r in (WIPE, "DONE")))
+    out = tmp_path / "results"
+    run = ["run-tasks", "--tasks", str(meta), "--examples", str(examples), "--out", str(out)]
+    run += ["--observations", str(observation_folder(tmp_path / "obs")), "--model"]
+    assert main([*run, f"replay:{script}", "--screen", "rules", "--on-flag", "block"]) == 0
+    summary = capsys.readouterr().out
+    assert "safety events" in summary
+    (folder,) = [p.parent for p in out.rglob("better_log.json")]
+    assert "rm -rf" not in (folder / "traj.jsonl").read_text(encoding="utf-8")
+    log = json.loads((folder / "better_log.json").read_text(encoding="utf-8"))
+    assert log["steps"][0]["safety_events"][0]["code"] == "recursive-delete"
+    judged = ["judge", str(out), "--model", "compat/judge-a", "--base-url", f"{base_url}/v1"]
+    assert main(judged) == 0
+    table = capsys.readouterr().out
+    assert f"judge {SPEC_A}: 1 folder(s): 1 judged, 0 already judged, 0 failed" in table
+    assert any(line.split()[:2] == ["all", "1"] for line in table.splitlines())
+    assert len(list(folder.rglob("judgment.json"))) == 1
