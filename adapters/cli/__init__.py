@@ -202,6 +202,7 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     try:
         words = _aliased(list(sys.argv[1:] if argv is None else argv), err)
         args = build_parser().parse_args(words)
+        args.command_line = [PROG, *words]  # for the run manifest (its secrets taken out)
         command = args.command
         with terminate:
             status: int = args.handler(args, out)

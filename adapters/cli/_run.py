@@ -33,6 +33,7 @@ from adapters.cli._inputs import (
     task_instruction,
     task_place,
 )
+from adapters.cli._manifest import add_manifest_option, command_manifest
 from adapters.cli._output import line, one_line
 from adapters.cli._step import message_tokens
 from adapters.contract import ModelClient
@@ -106,6 +107,7 @@ def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: 
     add_agent_options(run)
     add_model_options(run)
     add_budget_options(run)
+    add_manifest_option(run)
     run.set_defaults(handler=run_command)
 
 
@@ -296,6 +298,9 @@ class _Run:
                     budget=self.budget,
                     layout=self.layout,
                     on_step=self.stepped if self.args.format == "jsonl" else None,
+                    manifest=command_manifest(
+                        self.args, self.config, self.args.out, self.args.format
+                    ),
                 )
             finally:
                 await self.clients.aclose()

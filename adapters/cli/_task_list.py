@@ -35,6 +35,7 @@ from adapters.cli._inputs import (
     positive_count,
     replay_source,
 )
+from adapters.cli._manifest import add_manifest_option, command_manifest
 from adapters.cli._output import PROG, one_line
 from adapters.cli._run import check_out, overlap, refuse_out
 from adapters.engine import MODEL_CALL_CPU_SECONDS, calls_in_flight, connections_for
@@ -126,6 +127,7 @@ def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: 
     add_agent_options(run)
     add_model_options(run)
     add_budget_options(run)
+    add_manifest_option(run)
     run.set_defaults(handler=run_tasks_command)
 
 
@@ -580,6 +582,7 @@ class _RunTasks:
             budget=self.budget,
             # The retry lines and warnings, printed here as a run without --ray prints them.
             relay_messages=True,
+            manifest=command_manifest(args, self.config, args.out, "osharm"),
         )
 
     def here(self, factories: Sequence[Callable[[OsworldTask], Env]]) -> RunResult:
@@ -600,6 +603,7 @@ class _RunTasks:
                     listener=self.progress,
                     continue_unfinished=args.continue_unfinished,
                     budget=self.budget,
+                    manifest=command_manifest(args, self.config, args.out, "osharm"),
                 )
             finally:
                 await clients.aclose()

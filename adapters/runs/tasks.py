@@ -33,6 +33,7 @@ from adapters.record import ActionRecord, EpisodeEnd, Recorder, StepRecord
 from adapters.runs.env_contract import RecordsScreen
 from adapters.runs.environments import ENV_EXECUTOR, in_thread
 from adapters.runs.episode import Episode, arun_episode
+from adapters.runs.manifest import RunManifest, begin_manifest, end_manifest
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.trajectories.jsonl import (
     FINISHED_FILE,
@@ -603,6 +604,7 @@ async def arun_task_list(
     budget: Budget | None = None,
     layout: Layout | None = None,
     on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
+    manifest: RunManifest | None = None,
 ) -> RunResult:
     """Every unfinished task of `tasks` into its folder, up to `workers` episodes at once on one
     event loop (`arun_task` each); outcomes in task order with the run's `summary`.
@@ -615,7 +617,8 @@ async def arun_task_list(
     run's cap is reached no further task is started (each is reported `stopped`). Tasks that
     would share a result folder (see `task_folders`) are refused before any runs. An episode
     that raises (what stops the run) stops the others, each closing its environment, and
-    the error propagates.
+    the error propagates. A `manifest` (see `adapters.runs.manifest`) is checked against the
+    one at its root and written there before the first episode, and again at the end.
     """
     RunSettings(
         config=config,
@@ -642,8 +645,10 @@ async def arun_task_list(
         layout=layout,
         on_step=on_step,
     )
+    kept = begin_manifest(manifest, tasks, workers=workers, budget=budget)
     outcomes = await _at_once(tasks, one, workers, report)
-    return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+    result = RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+    return end_manifest(kept, result)
 
 
 async def _at_once(
@@ -708,6 +713,7 @@ def run_task_list(
     continue_unfinished: bool = False,
     budget: Budget | None = None,
     layout: Layout | None = None,
+    manifest: RunManifest | None = None,
 ) -> RunResult:
     """`arun_task_list` with one worker, for a synchronous environment (`make_env` gives an
     `Env`, run in a thread of its own): every unfinished task in order. See `arun_task_list`
@@ -728,6 +734,7 @@ def run_task_list(
                 continue_unfinished=continue_unfinished,
                 budget=budget,
                 layout=layout,
+                manifest=manifest,
             )
         )
 
