@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from adapters.agent import PromptAgent
 from adapters.cli import main
 from adapters.cli._manifest import command_manifest
 from adapters.runs import arun_task_list, in_thread
@@ -24,7 +25,6 @@ from adapters.runs.manifest import (
 )
 from adapters.runs.tasks import OsworldTask
 from adapters.testing import FakeClient
-from adapters.agent import PromptAgent
 from adapters.trajectories.replay import ReplayEnv
 from osharm_core import AgentConfig
 from tests.facade.helpers import observation_folder, write_task_list
@@ -57,7 +57,11 @@ def test_run_writes_its_manifest_without_secrets(tmp_path: Path) -> None:
     assert "client_password" not in manifest["config"]
     assert manifest["command"][-2:] == ["--client-password", "[redacted]"]
     assert manifest["command"][:2] == ["osharm-agent", "run"]
-    assert (manifest["provider"], manifest["layout"], manifest["workers"]) == ("replay", "osharm", 1)
+    assert (manifest["provider"], manifest["layout"], manifest["workers"]) == (
+        "replay",
+        "osharm",
+        1,
+    )
     assert manifest["started"] <= manifest["ended"]
     assert list(manifest["prompts"]) == ["a11y_tree/pyautogui"]
     assert len(manifest["config_sha256"]) == len(manifest["task_list_sha256"]) == 64
@@ -170,7 +174,7 @@ def test_the_library_runner_keeps_a_manifest(tmp_path: Path) -> None:
         AgentConfig(model="fake", observation_type="som", action_space="pyautogui"),
         root=tmp_path / "out",
     )
-    with pytest.raises(MixedRunError, match="observation_type \"a11y_tree\" then \"som\""):
+    with pytest.raises(MixedRunError, match='observation_type "a11y_tree" then "som"'):
         asyncio.run(arun_task_list(tasks, **{**common, "manifest": other}))
 
 

@@ -11,10 +11,11 @@ from adapters.runs.manifest import read_manifest
 from tests.facade.helpers import observation_folder, write_task_list
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'osharm-core[ray]')")
-from tests.facade.test_ray_runner import cluster  # noqa: E402, F401  (the fixture)
+from tests.facade.test_ray_runner import cluster  # noqa: F401  (the fixture)
 
 
-def test_run_tasks_on_ray_records_the_address_and_workers(cluster: None, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("cluster")
+def test_run_tasks_on_ray_records_the_address_and_workers(tmp_path: Path) -> None:
     """`run-tasks --ray` writes manifest.json with Ray's address, its workers and outcomes."""
     meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
     script = tmp_path / "replies.jsonl"
