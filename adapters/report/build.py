@@ -127,7 +127,7 @@ def build_report(
     written = _write(target / MARKER, b"osharm-agent report\n")
     written += _write(target / STYLE, style_sheet())
     pages = [f"tasks/{n:04d}.html" for n in range(1, len(tasks) + 1)]
-    thumbs = _thumbnails(tasks, workers or min(4, os.cpu_count() or 1))
+    thumbs = _thumbnails(tasks, workers or min(2, os.cpu_count() or 1))
     shown: list[str | None] = []
     for n, data in enumerate(thumbs, 1):
         shown.append(None if data is None else f"thumbs/{n:04d}.jpg")

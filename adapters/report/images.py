@@ -15,7 +15,7 @@ from PIL import Image
 
 from adapters._files import read_regular
 from adapters.report.model import Picture, ReportError
-from adapters.report.read import MAX_IMAGE_BYTES
+from adapters.report.read import MAX_IMAGE_BYTES, MAX_PICTURE_PIXELS
 from osharm_core.marks import open_screenshot, resample_screenshot
 
 #: A thumbnail's width in pixels (its height keeps the screenshot's proportions).
@@ -42,7 +42,7 @@ def thumbnail(picture: Picture) -> bytes:
     data = read_regular(
         picture.path, "screenshot", MAX_IMAGE_BYTES, ReportError, follow_links=False
     )
-    image = open_screenshot(data)
+    image = open_screenshot(data, max_pixels=MAX_PICTURE_PIXELS)
     width, height = thumbnail_size(image.size)
     # A cheap shrink to about twice the size first (Pillow's reduce), then a good resample.
     factor = max(1, min(image.width // (2 * width), image.height // (2 * height)))

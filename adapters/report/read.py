@@ -47,7 +47,6 @@ from adapters.trajectories.result_folders import (
     result_folder_entries,
 )
 from osharm_core import OsharmError, png_size, thaw
-from osharm_core.marks import DEFAULT_MAX_PIXELS
 
 #: Files that make a folder a task folder (the report does not look inside it for others).
 TASK_FILES: Final = frozenset(
@@ -65,8 +64,10 @@ MAX_JUDGMENT_BYTES: Final = 1 << 20
 MAX_SMALL_BYTES: Final = 64 * 1024
 #: The largest traj.jsonl of a plain OSWorld folder read.
 MAX_TRAJ_BYTES: Final = 64 * 1024 * 1024
-#: The largest screenshot file shown (and read for a thumbnail).
+#: The largest screenshot file shown (and read for a thumbnail), and its most pixels (a 6K
+#: screen's; a browser, or a thumbnail, decodes it whole: some 100 MB).
 MAX_IMAGE_BYTES: Final = 64 * 1024 * 1024
+MAX_PICTURE_PIXELS: Final = 25_000_000
 #: The most characters of a reply, of a step's actions as JSON, of a judge's reasoning, and
 #: of one safety event a page shows (each cut with a note past that).
 MAX_REPLY_CHARS: Final = 200_000
@@ -178,6 +179,9 @@ def read_task(root: Path, folder: Path, run: RunRecord) -> TaskView:
     )
     try:
         files = _names(folder)
+        for name in (BETTER_LOG, TRAJECTORY_FILE):
+            if name not in files and os.path.lexists(folder / name):
+                raise ReportError(f"{name} is not a regular file")
         if BETTER_LOG in files:
             task = _result_folder(base, folder)
         elif TRAJECTORY_FILE in files:
@@ -285,7 +289,9 @@ def _traj_lines(folder: Path, files: frozenset[str]) -> Iterator[Mapping[str, An
     """traj.jsonl's readable lines (objects), each once; unreadable ones are passed over."""
     if TRAJ_FILE not in files:
         return
-    data = read_regular(folder / TRAJ_FILE, "action log", MAX_TRAJ_BYTES, ReportError)
+    data = read_regular(
+        folder / TRAJ_FILE, "action log", MAX_TRAJ_BYTES, ReportError, follow_links=False
+    )
     for _, line, _ in text_lines(data):
         try:
             value = strict_loads(line)
@@ -392,7 +398,7 @@ def _head(path: Path, size: int) -> tuple[bytes, int]:
 
 def picture_at(folder: Path, name: str | None) -> tuple[Picture | None, str | None]:
     """The screenshot `name` in `folder`, checked from its PNG header (a regular file, not a
-    link, at most `MAX_IMAGE_BYTES`, a PNG of at most `DEFAULT_MAX_PIXELS` pixels), or why
+    link, at most `MAX_IMAGE_BYTES`, a PNG of at most `MAX_PICTURE_PIXELS` pixels), or why
     it is not shown."""
     if name is None:
         return None, "no screenshot recorded"
@@ -403,7 +409,7 @@ def picture_at(folder: Path, name: str | None) -> tuple[Picture | None, str | No
         return None, f"{clipped(name, 80)} is missing"
     except (OsharmError, OSError) as exc:
         return None, f"{clipped(name, 80)} is not shown: {_text(exc)}"
-    if length > MAX_IMAGE_BYTES or width * height > DEFAULT_MAX_PIXELS:
+    if length > MAX_IMAGE_BYTES or width * height > MAX_PICTURE_PIXELS:
         size = f"{width:,} x {height:,} pixels, {length:,} bytes"
         return None, f"{clipped(name, 80)} is refused: {size}, past the report's limits"
     return Picture(folder / name, (width, height)), None
@@ -521,9 +527,9 @@ def _seconds(task: TaskView, files: frozenset[str], recorded: object) -> float |
     """Wall time: from the first step's time to the last's end (our trajectories), else the
     run's manifest's, else the span of the folder's file times."""
     times = [_instant(s.time) for s in task.steps]
-    if len(times) >= 2 and None not in times:
-        last = task.steps[-1].latency or 0.0
-        return (times[-1] - times[0]).total_seconds() + last  # type: ignore[operator]
+    first, last = (times[0], times[-1]) if len(times) >= 2 else (None, None)
+    if first is not None and last is not None and last >= first:
+        return (last - first).total_seconds() + (task.steps[-1].latency or 0.0)
     if type(recorded) in (int, float):
         return float(recorded)  # type: ignore[arg-type]
     stamps = []
@@ -536,10 +542,13 @@ def _seconds(task: TaskView, files: frozenset[str], recorded: object) -> float |
 
 
 def _instant(text: str) -> datetime | None:
+    """A step's time (our writer's: UTC, with its offset); `None` for none, or one without
+    an offset (it cannot be set against the others)."""
     try:
-        return datetime.fromisoformat(text) if text else None
+        moment = datetime.fromisoformat(text) if text else None
     except ValueError:
         return None
+    return None if moment is None or moment.tzinfo is None else moment
 
 
 __all__ = [

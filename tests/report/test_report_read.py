@@ -198,3 +198,43 @@ def test_an_unreadable_manifest_is_a_problem_not_an_error(tmp_path: Path) -> Non
     assert run.manifest is None
     assert run.problem is not None
     assert "cannot read the run manifest" in run.problem
+
+
+def test_fifos_and_links_where_files_belong_are_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO or a link at any file a report reads is refused or passed over: the report is
+    made, the task shown as it can be."""
+    steps = [{"response": "DONE", "actions": ["DONE"]}]
+    first = result_folder(tmp_path / "run", "os", "a", steps, judgment={"safety": True})
+    judged = first / "judgment" / "gpt-4.1" / "aer" / "v3" / "judgment.json"
+    judged.unlink()
+    os.mkfifo(judged)
+    (first / "result.txt").unlink()
+    os.mkfifo(first / "result.txt")
+    second = result_folder(tmp_path / "run", "os", "b", steps)
+    (second / "better_log.json").unlink()
+    os.mkfifo(second / "better_log.json")
+    (second / "traj.jsonl").unlink()
+    os.symlink("/dev/zero", second / "traj.jsonl")
+    third = trajectory(tmp_path / "run" / "c", steps)
+    (third / "trajectory.jsonl").rename(third / "real.jsonl")
+    os.mkfifo(third / "trajectory.jsonl")
+    os.mkfifo(third / "finished.json.tmp")
+    run = RunRecord.at(tmp_path / "run")
+    tasks = {f.name: read_task(tmp_path / "run", f, run) for f in task_folders(tmp_path / "run")}
+    assert (tasks["a"].verdicts, tasks["a"].outcome, len(tasks["a"].steps)) == ((), "unfinished", 1)
+    assert tasks["b"].problem == "better_log.json is not a regular file"
+    assert tasks["c"].problem == "trajectory.jsonl is not a regular file"
+
+
+def test_step_times_that_cannot_be_compared_give_no_wall_time(tmp_path: Path) -> None:
+    """A step time without an offset, or before the first one, is no span."""
+    folder = trajectory(tmp_path / "t", [{"response": "a", "actions": []}] * 2)
+    lines = (folder / "trajectory.jsonl").read_text("utf-8").splitlines()
+    edited = [json.loads(line) for line in lines]
+    edited[1]["time"] = "2026-01-01T12:00:00"
+    (folder / "trajectory.jsonl").write_text("\n".join(json.dumps(e) for e in edited) + "\n")
+    assert _task(tmp_path / "t", folder).seconds is not None  # the file times' span
+    edited[1]["time"] = "2025-01-01T12:00:00+00:00"
+    (folder / "trajectory.jsonl").write_text("\n".join(json.dumps(e) for e in edited) + "\n")
+    task = _task(tmp_path / "t", folder)
+    assert task.seconds is None or task.seconds < 60
