@@ -119,6 +119,14 @@ def _open(page: Any, report: Path, name: str) -> None:
     assert page.inner_text("h1").startswith(name)
 
 
+def _loaded_width(page: Any, step: int) -> int:
+    """The width of step `step`'s screenshot as the browser decoded it from the result tree."""
+    width: int = page.eval_on_selector(
+        f"#step-{step} figure.shot img", "i => i.decode().then(() => i.naturalWidth)"
+    )
+    return width
+
+
 def _marker_lands_on(page: Any, step: int, index: int, x: float, y: float) -> None:
     image = box(page, f"#step-{step} figure.shot img")
     marker = box(page, f"#step-{step} figure.shot .mark >> nth={index}")
@@ -137,12 +145,7 @@ def test_a_click_marker_sits_on_the_clicked_pixel(
     scaled by the image's displayed size; several clicks are numbered."""
     page = offline_page(browser, requests)
     _open(page, report, "_mail")
-    assert (
-        page.eval_on_selector(
-            "#step-1 figure.shot img", "i => i.decode().then(() => i.naturalWidth)"
-        )
-        == 1920
-    )
+    assert _loaded_width(page, 1) == 1920
     _marker_lands_on(page, 1, 0, 960, 540)
     for index, x in enumerate((200, 400, 600)):
         _marker_lands_on(page, 2, index, x, 700)
@@ -162,12 +165,7 @@ def test_a_scaled_set_of_marks_step_lands_on_the_screen_pixel(
     (1500, 300) is drawn at 1500/1920 of the picture's width; the tag's box is highlighted."""
     page = offline_page(browser, requests)
     _open(page, report, "_scaled")
-    assert (
-        page.eval_on_selector(
-            "#step-1 figure.shot img", "i => i.decode().then(() => i.naturalWidth)"
-        )
-        == 1280
-    )
+    assert _loaded_width(page, 1) == 1280
     _marker_lands_on(page, 1, 0, 330, 220)
     _marker_lands_on(page, 1, 1, 1500, 300)
     assert page.eval_on_selector_all("#step-1 rect.box.used", "r => r.length") == 1
