@@ -11,16 +11,11 @@ from typing import Final
 
 import attrs
 
-from adapters.errors import TrajectoryError
+from adapters.errors import ReportError
 from adapters.report.gestures import Box, Mark
 
 #: A task's outcomes, in the order the report lists them.
 OUTCOMES: Final = ("success", "failure", "unscored", "error", "unfinished", "unreadable")
-
-
-class ReportError(TrajectoryError):
-    """A report cannot be made: no result tree at the path given, an output folder that holds
-    other files, more folders than a run has, or a page that cannot be written."""
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ the network and run only its own script.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import secrets
@@ -30,7 +31,7 @@ from typing import Any, Final
 import attrs
 import jinja2
 
-from adapters.report.gestures import KIND_WORDS, Mark
+from adapters.report.gestures import Mark
 from adapters.report.model import OUTCOMES, StepView, TaskView
 
 #: The report's style sheet, beside index.html (shipped in the package, copied there).
@@ -112,15 +113,14 @@ def url_to(target: Path, page_folder: Path) -> str:
 
 @attrs.frozen
 class Placed:
-    """A mark placed on its picture: where (percentages of its width and height), the drag's
-    start and arrowhead (in screen pixels, for the SVG layer), and its words."""
+    """A mark placed on its picture: where (percentages of its width and height), and the
+    drag's line and arrowhead (in screen pixels, for the SVG layer)."""
 
     mark: Mark
     left: str | None
     top: str | None
     line: tuple[float, float, float, float] | None
     head: str | None
-    word: str
 
 
 def _arrowhead(line: tuple[float, float, float, float], screen: tuple[int, int]) -> str:
@@ -146,7 +146,7 @@ def placed(step: StepView) -> list[Placed]:
             if mark.start is not None and mark.start != mark.at:
                 line = (*mark.start, *mark.at)
                 head = _arrowhead(line, screen)
-        found.append(Placed(mark, left, top, line, head, KIND_WORDS.get(mark.kind, mark.kind)))
+        found.append(Placed(mark, left, top, line, head))
     return found
 
 
@@ -195,8 +195,6 @@ def _manifest_rows(manifest: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
     """The manifest's keys as the index shows them, in its order; the JSON parts as text."""
     if manifest is None:
         return []
-    import json
-
     rows = []
     for key, value in manifest.items():
         if key in ("outcomes", "previous"):

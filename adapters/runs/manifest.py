@@ -36,9 +36,9 @@ from adapters._files import create_file, read_regular
 from adapters._strict_json import strict_loads
 from adapters._wire import redact
 from adapters.accounting.prices import default_prices
-from adapters.errors import ConfigurationError, TrajectoryError, error_text
+from adapters.errors import ConfigurationError, MixedRunError, TrajectoryError, error_text
 from adapters.registry import REGISTRY
-from osharm_core import AgentConfig, ConfigError
+from osharm_core import AgentConfig
 from osharm_core.prompts import DEFAULT_PASSWORD, system_prompt
 from osharm_core.scaling import resolve_preset
 
@@ -76,11 +76,6 @@ _REDACTED: Final = "[redacted]"
 #: The most characters of a task's detail (why it failed) an outcome keeps.
 _MAX_DETAIL: Final = 500
 _SECRET_VARIABLE: Final = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
-
-
-class MixedRunError(ConfigError):
-    """A run would add results to a tree whose manifest records another configuration or
-    other prompts, or whose manifest cannot be read."""
 
 
 def _sha256(text: str) -> str:
@@ -237,6 +232,8 @@ def redacted_command(words: Sequence[str], secrets: Iterable[str] = ()) -> tuple
         elif equals and option in SECRET_OPTIONS:
             word = f"{option}={_REDACTED}"
         hide_next = word in SECRET_OPTIONS
+        if equals and word.startswith("-"):
+            word = f"{option}={_without_credentials(word[len(option) + 1 :])}"
         kept.append(redact(_without_credentials(word), [s for s in known if len(s) >= 8]))
     return tuple(kept)
 
