@@ -293,6 +293,16 @@ class TrajectoryExistsError(OsharmError, FileExistsError):
     """The recording directory already holds a trajectory (pass `overwrite=True` to replace it)."""
 
 
+class ReportError(TrajectoryError):
+    """A report cannot be made: no result tree at the path given, an output folder that holds
+    other files, more folders than a run has, or a page that cannot be written."""
+
+
+class MixedRunError(ConfigError):
+    """A run would add results to a tree whose manifest records another configuration or other
+    prompts, or whose manifest cannot be read (`allow_mixed` / `--allow-mixed` goes on)."""
+
+
 #: The old name of `ConfigError` for a command line that cannot be run (kept for a release).
 UsageError = ConfigError
 
@@ -359,6 +369,7 @@ __all__ = [
     "DeadlineExceededError",
     "EnvironmentFailure",
     "FakeClientExhausted",
+    "MixedRunError",
     "ModelCallError",
     "ObservationError",
     "OsharmError",
@@ -368,6 +379,7 @@ __all__ = [
     "RedirectError",
     "ReplayExhausted",
     "RepliesExhausted",
+    "ReportError",
     "RequestBudgetError",
     "ResponseDecodeError",
     "ResponseTooLargeError",

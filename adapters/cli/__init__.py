@@ -5,7 +5,8 @@ directories (`_run`), `run-tasks` over an OSWorld task list (`_task_list`),
 `replay` (`_replay`) and `models`. A user mistake (missing file, bad XML, unknown
 model, missing key, bad option) prints one line on stderr and exits with status 2; a
 model call that fails exits with 1. The option groups the commands share, and the
-reading of their values, are in `adapters.cli._inputs`.
+reading of their values, are in `adapters.cli._inputs`. `report` (`_report`) writes a
+run's static HTML report.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_ret
 from adapters._process import ProcessWide
 from adapters._wire import printable
 from adapters.agent import DEFAULT_LOGGER, FAILED_CALL_MESSAGE
-from adapters.cli import _judge, _replay, _run, _step, _task_list
+from adapters.cli import _judge, _replay, _report, _run, _step, _task_list
 from adapters.cli._inputs import option_words
 from adapters.cli._output import PROG, failed, one_line, tolerant
 from adapters.errors import ModelCallError, TrajectoryError, TrajectoryExistsError
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     _replay.add_command(commands, _Formatter)
     _judge.add_judge_command(commands, _Formatter, models)
     _judge.add_agreement_command(commands, _Formatter)
+    _report.add_command(commands, _Formatter)
     listing = commands.add_parser(
         "models", help="the model names the library knows", formatter_class=_Formatter
     )
@@ -203,6 +205,7 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     try:
         words = _aliased(list(sys.argv[1:] if argv is None else argv), err)
         args = build_parser().parse_args(words)
+        args.command_line = [PROG, *words]  # for the run manifest (its secrets taken out)
         command = args.command
         with terminate:
             status: int = args.handler(args, out)

@@ -34,6 +34,7 @@ from adapters.cli._inputs import (
     task_instruction,
     task_place,
 )
+from adapters.cli._manifest import add_manifest_option, command_manifest
 from adapters.cli._output import line, one_line
 from adapters.cli._safety import add_safety_options, safety_line, screening
 from adapters.cli._step import message_tokens
@@ -110,6 +111,7 @@ def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: 
     add_model_options(run)
     add_budget_options(run)
     add_safety_options(run)
+    add_manifest_option(run)
     run.set_defaults(handler=run_command)
 
 
@@ -332,6 +334,9 @@ class _Run:
                     layout=self.layout,
                     on_step=self.stepped if self.args.format == "jsonl" else None,
                     screening=self.screening,
+                    manifest=command_manifest(
+                        self.args, self.config, self.args.out, self.args.format
+                    ),
                 )
             finally:
                 await self.clients.aclose()

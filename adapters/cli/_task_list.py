@@ -35,6 +35,7 @@ from adapters.cli._inputs import (
     positive_count,
     replay_source,
 )
+from adapters.cli._manifest import add_manifest_option, command_manifest
 from adapters.cli._output import PROG, one_line
 from adapters.cli._run import check_out, left_tidy, overlap, refuse_out
 from adapters.cli._safety import add_safety_options, safety_line, screening
@@ -129,6 +130,7 @@ def add_command(commands: Any, formatter: type[argparse.HelpFormatter], models: 
     add_model_options(run)
     add_budget_options(run)
     add_safety_options(run)
+    add_manifest_option(run)
     run.set_defaults(handler=run_tasks_command)
 
 
@@ -592,6 +594,7 @@ class _RunTasks:
             # The retry lines and warnings, printed here as a run without --ray prints them.
             relay_messages=True,
             screening=self.screening,
+            manifest=command_manifest(args, self.config, args.out, "osharm"),
         )
 
     def here(self, factories: Sequence[Callable[[OsworldTask], Env]]) -> RunResult:
@@ -613,6 +616,7 @@ class _RunTasks:
                     continue_unfinished=args.continue_unfinished,
                     budget=self.budget,
                     screening=self.screening,
+                    manifest=command_manifest(args, self.config, args.out, "osharm"),
                 )
             finally:
                 await clients.aclose()

@@ -70,6 +70,7 @@ from adapters.errors import (
     error_text,
 )
 from adapters.runs._relay import Logged, Retried, Said, relay
+from adapters.runs.manifest import RunManifest, begin_manifest, end_manifest
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.runs.ray_actors import (
     BudgetActor,
@@ -160,6 +161,7 @@ def run_task_list_on_ray(
     budget: Budget | None = None,
     relay_messages: bool = False,
     screening: Screening | None = None,
+    manifest: RunManifest | None = None,
 ) -> RunResult:
     """Run a task list on `actors` Ray actors; outcomes in task order with the run's summary.
 
@@ -172,7 +174,8 @@ def run_task_list_on_ray(
     gets tasks once Ray has started it, and when none has after `start_timeout` seconds
     the run stops with a `ConfigError`. `screening` (a `Screening`: a screen, a monitor and
     their policy) travels to the actors, which screen each step there. Failures, deaths,
-    budgets and `relay_messages` are as the module says; the rest is `arun_task_list`'s.
+    budgets and `relay_messages` are as the module says; the rest is `arun_task_list`'s
+    (`manifest` too).
     """
     count = RunSettings(
         config=config,
@@ -191,6 +194,7 @@ def run_task_list_on_ray(
         raise ConfigError(f"make_env gives {len(factories)} factories for {count} actors")
     ray = _ray()
     task_folders(tasks, config, result_dir)  # refused before any actor starts
+    kept = begin_manifest(manifest, tasks, workers=count, ray_address=address, budget=budget)
     began = time.monotonic()
     driver = _Driver(ray, tasks, listener, report, start_timeout, share)
     pending = driver.settle_finished(ResultFolders(result_dir, config, max_steps))
@@ -211,7 +215,7 @@ def run_task_list_on_ray(
             driver.steps = (listener is not None or relay_messages) and not _client(ray)
             driver.relaying = relay_messages
             driver.run(pending, workers)
-    return driver.result(began)
+    return end_manifest(kept, driver.result(began))
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from adapters.runs.env_contract import RecordsScreen
 from adapters.runs.environments import ENV_EXECUTOR, in_thread
 from adapters.runs.episode import Episode, arun_episode
 from adapters.runs.locks import FolderLock, Holder, take_lock
+from adapters.runs.manifest import RunManifest, begin_manifest, end_manifest
 from adapters.runs.progress import Quiet, RunListener, RunResult, RunSummary
 from adapters.runs.screening import Screening
 from adapters.runs.task_lists import (
@@ -508,6 +509,7 @@ async def arun_task_list(
     layout: Layout | None = None,
     on_step: Callable[[OsworldTask, StepRecord], None] | None = None,
     screening: Screening | None = None,
+    manifest: RunManifest | None = None,
 ) -> RunResult:
     """Every unfinished task of `tasks` into its folder, up to `workers` episodes at once on one
     event loop (`arun_task` each); outcomes in task order with the run's `summary`.
@@ -521,6 +523,8 @@ async def arun_task_list(
     would share a result folder (see `task_folders`) are refused before any runs. An episode
     that raises (what stops the run) stops the others, each closing its environment, and
     the error propagates. `screening` screens every episode's actions (see `arun_episode`).
+    A `manifest` (see `adapters.runs.manifest`) is checked against the one at its root and
+    written there before the first episode, and again at the end.
     """
     RunSettings(
         config=config,
@@ -548,8 +552,10 @@ async def arun_task_list(
         on_step=on_step,
         screening=screening,
     )
+    kept = begin_manifest(manifest, tasks, workers=workers, budget=budget)
     outcomes = await _at_once(tasks, one, workers, report)
-    return RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+    result = RunResult(tuple(outcomes), RunSummary.of(outcomes, time.monotonic() - began))
+    return end_manifest(kept, result)
 
 
 async def _at_once(
@@ -615,6 +621,7 @@ def run_task_list(
     budget: Budget | None = None,
     layout: Layout | None = None,
     screening: Screening | None = None,
+    manifest: RunManifest | None = None,
 ) -> RunResult:
     """`arun_task_list` with one worker, for a synchronous environment (`make_env` gives an
     `Env`, run in a thread of its own): every unfinished task in order. See `arun_task_list`
@@ -636,6 +643,7 @@ def run_task_list(
                 budget=budget,
                 layout=layout,
                 screening=screening,
+                manifest=manifest,
             )
         )
 

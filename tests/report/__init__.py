@@ -1,0 +1,1 @@
+"""The run report and the run manifest."""
