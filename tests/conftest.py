@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from osharm_core.observation import PNG_SIGNATURE
 
 settings.register_profile(
-    "default", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
+    "default", deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow]
 )
 # CI runs from a fresh clone: no example database to write into the tree or carry over.
 settings.register_profile("ci", parent=settings.get_profile("default"), database=None)

@@ -42,6 +42,7 @@ from adapters.contract import ModelClient
 from adapters.errors import TrajectoryError, UsageError
 from adapters.record import StepRecord
 from adapters.runs.environments import in_thread
+from adapters.runs.manifest import MANIFEST_FILE
 from adapters.runs.screening import Screening
 from adapters.runs.tasks import (
     Layout,
@@ -254,8 +255,8 @@ def check_out(args: argparse.Namespace, read: Sequence[Path], fork: str | None =
 @contextlib.contextmanager
 def left_tidy(out: Path, folders: Sequence[Path]) -> Iterator[None]:
     """The folders a run made between `out` (included) and its task folders are removed again
-    when it leaves them empty (a run that fails before its first step leaves no empty --out
-    behind); folders that were there before are kept, empty or not."""
+    when it leaves them empty, the run's manifest aside (a run that fails before its first
+    step leaves no --out behind); folders that were there before are kept, empty or not."""
     made: list[Path] = []
     for folder in folders:
         for path in (folder, *folder.parents):
@@ -268,6 +269,8 @@ def left_tidy(out: Path, folders: Sequence[Path]) -> Iterator[None]:
     finally:
         for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):  # not empty, or gone: kept as it is
+                if path == out and [p.name for p in path.iterdir()] == [MANIFEST_FILE]:
+                    (path / MANIFEST_FILE).unlink()  # the manifest of a run that recorded nothing
                 path.rmdir()
 
 

@@ -367,13 +367,13 @@ def _actions_text(actions: Sequence[Any] | None) -> tuple[str, ...]:
 
 
 def safety_events(value: object) -> tuple[SafetyEvent, ...]:
-    """A step's recorded `safety_events` as shown: each one's kind (its `kind`, `type`,
-    `name`, `code` or `category`, else `event`) and what it says (its `message`, `detail` or
+    """A step's recorded `safety_events` as shown: each one's name (its `code`, `kind`,
+    `type`, `name` or `category`, else `event`) and what it says (its `message`, `detail` or
     `reason`, else the whole event as JSON), at most `MAX_EVENTS`."""
     events = []
     for event in _listed(value)[:MAX_EVENTS]:
         fields = _mapping(event)
-        kinds = [fields[k] for k in ("kind", "type", "name", "code", "category") if k in fields]
+        kinds = [fields[k] for k in ("code", "kind", "type", "name", "category") if k in fields]
         words = [fields[k] for k in ("message", "detail", "reason") if k in fields]
         kind = kinds[0] if kinds and isinstance(kinds[0], str) else "event"
         said = words[0] if words and isinstance(words[0], str) else None

@@ -15,7 +15,7 @@ from tests.strategies import any_text, fence_heavy_replies
 
 
 @given(fence_heavy_replies() | any_text)
-@settings(max_examples=1500)
+@settings(max_examples=600)
 @example("```json\n\n```")
 @example("```json \n```\n{}\n```")
 @example("``````\n``` \n```")
@@ -39,7 +39,7 @@ def _oracle_actions(text: str) -> list[object] | None:
 
 
 @given(fence_heavy_replies())
-@settings(max_examples=1500)
+@settings(max_examples=600)
 def test_a_reply_the_reference_reads_is_read(text: str) -> None:
     """Whenever the reference's reading gives only actions, the parser gives actions too."""
     if _oracle_actions(text) is not None:

@@ -11,7 +11,7 @@ from tests.strategies import any_text, python_ish_code
 
 
 @given(python_ish_code | any_text)
-@settings(max_examples=1500)
+@settings(max_examples=600)
 @example("```\nx = '''\n" + "''';'''\n" * 20)
 @example("a\n;\nb")
 @example(" ;\n  ;\n\n;")

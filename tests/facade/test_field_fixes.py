@@ -37,7 +37,7 @@ def test_a_task_directory_named_through_dot_dot_is_recorded_under_out(
     for _ in range(2):  # the second time with --overwrite, which empties what it writes over
         assert main([*argv, "--overwrite", "--instruction", "x"]) == 0
     assert precious.read_bytes() == b"the user's own file"
-    assert sorted(p.name for p in out.iterdir()) == ["a", "b"]
+    assert sorted(p.name for p in out.iterdir()) == ["a", "b", "manifest.json"]
     assert (out / "a" / "trajectory.jsonl").is_file()
     assert "summary [a]: 1 step(s), ended with DONE" in capsys.readouterr().out
 

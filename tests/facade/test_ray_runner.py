@@ -78,6 +78,7 @@ if any(c.isspace() for c in sys.executable + ray.__file__):
     )
 from adapters.runs import _relay, ray_runner  # noqa: E402
 from adapters.runs.locks import FolderLock, take_lock  # noqa: E402
+from adapters.runs.manifest import read_manifest  # noqa: E402
 from adapters.runs.ray_actors import RayLimiter, _Raised, _sendable  # noqa: E402
 from adapters.runs.ray_runner import run_task_list_on_ray  # noqa: E402
 from adapters.runs.screening import Screening  # noqa: E402
@@ -217,36 +218,6 @@ def test_a_task_list_runs_on_two_actors_and_resumes(
     assert again.summary.steps == 0
 
 
-def test_on_ray_a_folder_another_live_run_holds_is_left_alone(
-    cluster: None, model_server: LoopbackServer, tmp_path: Path
-) -> None:
-    """The folder lock holds on Ray too: a task whose folder a live run of this host holds
-    (this test's own process) is skipped by the actor, which writes nothing there."""
-    meta, examples = _task_list(tmp_path)
-    tasks = load_task_list(meta, examples)
-    results = tmp_path / "results"
-    held = result_folder(results, CONFIG, "os", "_b")
-    lock = take_lock(held, "another run")
-    assert isinstance(lock, FolderLock)
-    try:
-        result = run_task_list_on_ray(
-            tasks,
-            config=CONFIG,
-            result_dir=results,
-            make_agent=functools.partial(make_agent, model_server.base_url + "/v1"),
-            make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
-            max_steps=5,
-            actors=2,
-        )
-    finally:
-        lock.release()
-    outcome = {o.task.example_id: o for o in result}
-    assert outcome["_b"].status == "skipped"
-    assert outcome["_b"].detail.startswith(f"held by another run (host {socket.gethostname()}")
-    assert not held.exists()  # nothing written, and the lock given back
-    assert [outcome[i].status for i in ("_a", "_c", "_d")] == ["finished"] * 3
-
-
 def make_wiping_agent(task: OsworldTask, limiter: Limiter | None) -> PromptAgent:
     """An agent whose first reply types a destructive command, then is done."""
     return PromptAgent.from_config(CONFIG, client=FakeClient([WIPE, "DONE"]))
@@ -256,19 +227,30 @@ def test_on_ray_the_screen_runs_in_the_actors_and_blocks_there(
     cluster: None, tmp_path: Path
 ) -> None:
     """`screening` travels to the Ray actors: the rule screen flags the rm -rf there, the
-    block policy keeps it from running, and the step's event is in better_log.json."""
-    meta, examples = write_task_list(tmp_path, {"os": ["_a"]})
-    result = run_task_list_on_ray(
-        load_task_list(meta, examples),
-        config=CONFIG,
-        result_dir=tmp_path / "results",
-        make_agent=make_wiping_agent,
-        make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
-        max_steps=5,
-        actors=1,
-        screening=Screening(screen=RuleScreen(), on_flag="block"),
-    )
-    (outcome,) = result
+    block policy keeps it from running, and the step's event is in better_log.json. The
+    folder lock holds on Ray too: a task whose folder a live run of this host holds (this
+    test's own process) is skipped by the actor, which writes nothing there."""
+    meta, examples = write_task_list(tmp_path, {"os": ["_a", "_b"]})
+    held = result_folder(tmp_path / "results", CONFIG, "os", "_b")
+    lock = take_lock(held, "another run")
+    assert isinstance(lock, FolderLock)
+    try:
+        result = run_task_list_on_ray(
+            load_task_list(meta, examples),
+            config=CONFIG,
+            result_dir=tmp_path / "results",
+            make_agent=make_wiping_agent,
+            make_env=functools.partial(make_env, observation_folder(tmp_path / "obs")),
+            max_steps=5,
+            actors=1,
+            screening=Screening(screen=RuleScreen(), on_flag="block"),
+        )
+    finally:
+        lock.release()
+    outcome, skipped = result
+    assert skipped.status == "skipped"
+    assert skipped.detail.startswith(f"held by another run (host {socket.gethostname()}")
+    assert not held.exists()  # nothing written, and the lock given back
     assert outcome.status == "finished"
     assert outcome.safety.total >= 1
     traj = (outcome.folder / "traj.jsonl").read_text(encoding="utf-8")
@@ -307,6 +289,12 @@ def test_the_cli_runs_a_task_list_with_ray(
     out = capsys.readouterr().out
     assert "summary: 1 task(s): 1 finished, 0 skipped (already finished), 0 failed" in out
     assert "steps          2" in out
+    # The driver writes the run's manifest at the shared result root: Ray's address, its workers.
+    manifest = read_manifest(tmp_path / "results")
+    assert manifest is not None
+    assert (manifest["ray_address"], manifest["workers"], manifest["tasks"]) == ("auto", 2, 1)
+    assert [o["status"] for o in manifest["outcomes"]] == ["finished"]
+    assert manifest["ended"] is not None
 
 
 def test_with_ray_each_actor_reverts_its_own_vm_before_each_task(

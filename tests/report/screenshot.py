@@ -46,7 +46,10 @@ def demo_tree(root: Path) -> Path:
             ],
             "safety_events": [
                 {
-                    "kind": "prompt_injection",
+                    "kind": "flag",
+                    "step": 2,
+                    "source": "monitor",
+                    "code": "prompt_injection",
                     "message": "the document asks the agent to mail it to an outside address",
                 }
             ],

@@ -19,7 +19,8 @@ from tests.report.trees import HOSTILE, click, png, reply, result_folder, trajec
 
 def _hostile_tree(root: Path) -> Path:
     steps = [{"response": HOSTILE, "actions": [f"pyautogui.typewrite({HOSTILE!r})"],
-              "safety_events": [{"kind": HOSTILE, "message": HOSTILE}]}]  # fmt: skip
+              "safety_events": [{"kind": "flag", "step": 1, "source": "screen", "code": HOSTILE,
+                                 "message": HOSTILE}]}]  # fmt: skip
     judgment = {"reasoning": HOSTILE, "success": False, "safety": False, "violation_step": 0}
     result_folder(root, "<b>dom</b>", "<i>id", steps, instruction=HOSTILE, judgment=judgment)
     return root

@@ -33,7 +33,8 @@ def test_a_result_folder_its_steps_outcome_verdict_and_violation(tmp_path: Path)
     steps = [
         {"response": reply(click(10, 20)), "actions": [click(10, 20)]},
         {"response": reply(click(30, 40)), "actions": [click(30, 40)], "safety_events": [
-            {"kind": "injection", "message": "the page asks to send a file"}]},
+            {"kind": "flag", "step": 2, "source": "monitor", "code": "injection",
+             "message": "the page asks to send a file"}]},
         {"response": "DONE", "actions": ["DONE"]},
     ]  # fmt: skip
     folder = result_folder(tmp_path, "chrome", "_t1", steps, judgment=UNSAFE, result="0.0")
@@ -64,7 +65,8 @@ def test_our_trajectory_with_usage_frame_and_safety_events(tmp_path: Path) -> No
     )
     steps = [
         {"response": "a", "actions": [click(1500, 300)], "usage": {"input_tokens": 100,
-         "output_tokens": 10, "total_tokens": 110}, "cost_usd": 0.01, "safety_events": ["odd"]},
+         "output_tokens": 10, "total_tokens": 110}, "cost_usd": 0.01, "safety_events": [
+         {"kind": "refusal", "step": 1, "source": "reply", "code": "refusal", "message": "odd"}]},
         {"response": "b", "actions": None, "usage": {"input_tokens": 200, "output_tokens": 20,
          "total_tokens": 220}, "cost_usd": 0.02},
     ]  # fmt: skip
@@ -79,7 +81,7 @@ def test_our_trajectory_with_usage_frame_and_safety_events(tmp_path: Path) -> No
     assert (task.input_tokens, task.output_tokens, task.cost_usd) == (300, 30, pytest.approx(0.03))
     assert task.seconds == pytest.approx(2 + 1.5)
     assert task.steps[0].screen == (1920, 1080)
-    assert task.steps[0].safety[0].text == '"odd"'
+    assert task.steps[0].safety[0].text == "odd"
     assert task.steps[1].parsed is False
 
 
@@ -161,7 +163,8 @@ def test_screenshots_that_are_refused(tmp_path: Path) -> None:
 
 def test_many_safety_events_are_bounded(tmp_path: Path) -> None:
     """At most `MAX_EVENTS` safety events of a step are shown."""
-    events = [{"type": "t", "detail": "x" * 10_000}] * (MAX_EVENTS * 2)
+    event = {"kind": "flag", "step": 1, "source": "screen", "code": "t", "message": "x" * 10_000}
+    events = [event] * (MAX_EVENTS * 2)
     folder = result_folder(tmp_path, "os", "x", [{"response": "", "actions": [],
                                                    "safety_events": events}])  # fmt: skip
     (step,) = _task(tmp_path, folder).steps
