@@ -46,8 +46,9 @@ def _steps(task: int) -> list[dict[str, Any]]:
         step: dict[str, Any] = {"response": reply(code, WORDS), "actions": [code]}
         if n % 5 == 4:
             step["safety_events"] = [
-                {"kind": "prompt_injection", "message": "the page asks for a key"}
-            ]
+                {"kind": "flag", "step": n + 1, "source": "monitor", "code": "injection",
+                 "message": "the page asks for a key"}
+            ]  # fmt: skip
         steps.append(step)
     return steps
 

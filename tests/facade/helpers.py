@@ -8,8 +8,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import stamina
-
 from adapters.trajectories.replay import ReplayEnv
 from tests.conftest import OBSERVATIONS, write_named
 
@@ -120,9 +118,3 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
-
-
-def instant_retries() -> None:
-    """Retries without waiting in this process, each call's own attempt limit kept (a Ray
-    `worker_process_setup_hook`: the workers' model calls retry as the tests' own do)."""
-    stamina.set_testing(True, attempts=1000, cap=True)
