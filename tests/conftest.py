@@ -74,6 +74,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     items.sort(key=rank)
 
+
 FIXTURES = Path(__file__).parent / "fixtures"
 #: The command that runs osharm-agent from this checkout in a child Python (the console
 #: script need not be on PATH); its arguments follow.
