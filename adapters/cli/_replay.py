@@ -48,7 +48,7 @@ def _row(entry: TrajectoryEntry) -> _Row:
         )
     except ValueError as exc:
         raise TrajectoryError(f"step {entry.step}: {exc}") from None
-    if not entry.response_recorded:  # a plain OSWorld folder keeps no reply to parse again
+    if not entry.response_recorded:  # a plain OSWorld folder: another agent parsed its replies
         return entry, None, None
     if config.observation_type == "som" and entry.masks is None:
         # A folder the reference wrote keeps no boxes: tag_N cannot be read as it was.
@@ -89,7 +89,8 @@ def replay_command(args: argparse.Namespace, out: TextIO) -> int:
 def _row_text(entry: TrajectoryEntry, now: list[Any] | None, same: bool | None) -> str:
     if same is None and not entry.response_recorded:
         return (
-            f"step {entry.step}: not comparable (OSWorld's folder keeps no reply, only actions)\n"
+            f"step {entry.step}: not comparable (a plain OSWorld folder: its actions were "
+            "parsed by the agent that ran)\n"
         )
     if same is None:
         return (

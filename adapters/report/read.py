@@ -3,8 +3,8 @@ verdicts and safety events.
 
 Three kinds of task folder are read: our JSONL trajectories (`trajectory.jsonl`), OS-Harm /
 OSWorld result folders (`better_log.json`, through `adapters.trajectories.result_folders`)
-and plain OSWorld folders (`traj.jsonl` and `step_N_*.png`, no better_log.json: read here,
-for what they hold). A folder that cannot be read is a task shown as unreadable, with why;
+and plain OSWorld folders (`traj.jsonl` and `step_N_*.png`, no better_log.json, through
+`adapters.trajectories.osworld_plain`). A folder that cannot be read is a task shown as unreadable, with why;
 it never stops the report. Every file is read bounded (`read_regular`), never through a
 symbolic link a folder holds, and screenshots only as far as their PNG header.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -35,10 +34,10 @@ from adapters.trajectories.jsonl import (
     open_trajectory,
     text_lines,
 )
+from adapters.trajectories.osworld_plain import plain_folder_entries
 from adapters.trajectories.result_folders import (
     BETTER_LOG,
     CAPTIONS_DIR,
-    FIRST_SCREENSHOT,
     JUDGMENT_DIR,
     RESULT_FILE,
     TRAJ_FILE,
@@ -76,8 +75,6 @@ MAX_REASONING_CHARS: Final = 20_000
 MAX_EVENT_CHARS: Final = 2_000
 #: The most safety events shown per step.
 MAX_EVENTS: Final = 50
-
-_SHOT: Final = re.compile(r"step_([0-9]{1,9})_.+\.png", re.DOTALL)
 
 
 def _text(exc: BaseException) -> str:
@@ -258,31 +255,11 @@ def _string(value: object) -> str:
 
 
 def _plain_folder(base: TaskView, folder: Path, files: frozenset[str]) -> TaskView:
-    """A plain OSWorld folder: each step's actions and reply (when its lines keep one) from
-    traj.jsonl, and the screenshot saved after the step before (`step_0.png` first)."""
-    steps: dict[int, list[Mapping[str, Any]]] = {}
-    for line in _traj_lines(folder, files):
-        match line:
-            case {"step_num": int(number)} if number >= 1 and not isinstance(number, bool):
-                steps.setdefault(number, []).append(line)
-    shots = sorted((int(m[1]), name) for name in files if (m := _SHOT.fullmatch(name)))
-    seen = FIRST_SCREENSHOT if FIRST_SCREENSHOT in files else None
-    views = []
-    for number in sorted(steps)[:10_000]:
-        lines = steps[number]
-        replies = [line["response"] for line in lines if isinstance(line.get("response"), str)]
-        entry = TrajectoryEntry(
-            step=number,
-            response=replies[0] if replies else "",
-            actions=tuple(line["action"] for line in lines if "action" in line),
-            screenshot=seen,
-        )
-        views.append(step_view(entry, folder, {}))
-        after = [line.get("screenshot_file") for line in lines]
-        named = [name for name in after if isinstance(name, str) and name in files]
-        earlier = [name for n, name in shots if n <= number]
-        seen = named[-1] if named else (earlier[-1] if earlier else seen)
-    return attrs.evolve(base, source="osworld", steps=tuple(views))
+    """A plain OSWorld folder, read as the library reads it (`plain_folder_entries`): each
+    step's actions, the reply its lines keep (if any) and the screenshot it saw."""
+    entries = plain_folder_entries(folder, empty_ok=True) if TRAJ_FILE in files else ()
+    views = tuple(step_view(entry, folder, {}) for entry in entries)
+    return attrs.evolve(base, source="osworld", steps=views)
 
 
 def _traj_lines(folder: Path, files: frozenset[str]) -> Iterator[Mapping[str, Any]]:

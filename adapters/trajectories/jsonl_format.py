@@ -91,8 +91,9 @@ class TrajectoryEntry:
     not kept (it is a secret), only whether it was not the default. `safety_events`
     (written only when there are any) are the step's `SafetyEvent`s.
     `response_recorded` is false (and written) only for a step of a plain OSWorld folder,
-    which keeps no reply (`response` is then empty), and `executed` holds that step's
-    traj.jsonl lines as read (never written here).
+    whose actions were parsed by the agent that ran, not by this library (`response` is
+    the reply its lines keep, or empty), and `executed` holds that step's traj.jsonl
+    lines as read (never written here).
     """
 
     step: int

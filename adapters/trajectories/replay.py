@@ -51,8 +51,8 @@ class ReplayClient:
     states no frame, and its replies are read in the agent's own), and
     `tries=1`; the request's content is not looked at. Past the last reply it
     raises `ReplayExhausted`. `path` is a `trajectory.jsonl`, its directory, or an
-    OS-Harm / OSWorld task result folder; a plain OSWorld folder keeps no replies, so each
-    step's recorded actions are restated as its reply (`restated_reply`): the agent
+    OS-Harm / OSWorld task result folder; a plain OSWorld folder's actions were parsed by
+    whatever agent ran, so each step's recorded actions are restated as its reply (`restated_reply`): the agent
     executes them again.
     """
 

@@ -289,8 +289,9 @@ def load_result_folder(path: str | os.PathLike[str]) -> tuple[TrajectoryEntry, .
     """A task's result folder (ours or the reference's) as trajectory entries, one per model call.
 
     A folder holding no better_log.json but OSWorld's traj.jsonl is read as a plain OSWorld
-    folder (`plain_folder_entries`: its actions, rewards and screenshots; no replies). Raises
-    `TrajectoryError` when neither is there or they are not in the documented shape.
+    folder (`plain_folder_entries`: its actions, rewards, screenshots and the replies its
+    lines keep). Raises `TrajectoryError` when neither is there or they are not in the
+    documented shape.
     """
     if not (Path(path) / BETTER_LOG).is_file() and (Path(path) / TRAJ_FILE).is_file():
         from adapters.trajectories.osworld_plain import plain_folder_entries

@@ -11,6 +11,7 @@ from adapters.cli import main
 from adapters.errors import TrajectoryError
 from adapters.trajectories.jsonl import open_trajectory
 from adapters.trajectories.osharm import is_result_folder, load_result_folder
+from adapters.trajectories.osworld_plain import plain_folder_entries
 from adapters.trajectories.replay import ReplayClient
 from tests.conftest import OBSERVATIONS
 from tests.facade.helpers import observation_folder
@@ -58,6 +59,43 @@ def test_a_plain_osworld_folder_reads_as_its_steps_without_inventing_replies(
     assert open_trajectory(folder).entries == (first, second)
 
 
+def test_the_reply_newer_osworld_keeps_and_the_first_screenshot_are_read(tmp_path: Path) -> None:
+    """Newer OSWorld writes each step's reply on its lines, and OS-Harm's fork saves
+    `step_0.png`: the first step saw it, and the reply is kept as given, still marked as not
+    parsed here (a replay restates the executed actions, whatever agent wrote the reply)."""
+    folder = _osworld_folder(tmp_path / "t")
+    (folder / "step_0.png").write_bytes(PNG)
+    lines = (folder / "traj.jsonl").read_text(encoding="utf-8").splitlines()
+    said = [{**json.loads(line), "response": f"reply {n}"} for n, line in enumerate(lines)]
+    (folder / "traj.jsonl").write_text("".join(json.dumps(x) + "\n" for x in said), "utf-8")
+    first, second = load_result_folder(folder)
+    assert (first.screenshot, first.response, first.response_recorded) == (
+        "step_0.png",
+        "reply 0",
+        False,
+    )
+    assert second.response == "reply 1"  # the step's first line's; OSWorld repeats it
+    assert ReplayClient(folder).remaining == 2
+
+
+def test_an_episode_that_ended_before_its_first_action_is_no_steps_when_asked(
+    tmp_path: Path,
+) -> None:
+    """With `empty_ok` (the report's reading), a folder with no traj.jsonl, or only OSWorld's
+    error line, has no steps; without it, each is a typed error naming what is missing."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    errored = tmp_path / "errored"
+    errored.mkdir()
+    (errored / "traj.jsonl").write_text('{"Error": "Time limit exceeded"}\n', encoding="utf-8")
+    assert plain_folder_entries(bare, empty_ok=True) == ()
+    assert plain_folder_entries(errored, empty_ok=True) == ()
+    with pytest.raises(TrajectoryError, match="no trajectory file"):
+        plain_folder_entries(bare)
+    with pytest.raises(TrajectoryError, match="records no action"):
+        plain_folder_entries(errored)
+
+
 def test_a_line_that_is_no_action_record_is_refused_naming_it(tmp_path: Path) -> None:
     """A line that is not an action's record (whole, not torn) is a typed error naming the file."""
     folder = _osworld_folder(tmp_path / "t")
@@ -74,7 +112,12 @@ def test_replay_reports_each_step_as_not_comparable(
     folder = _osworld_folder(tmp_path / "t")
     assert main(["replay", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert out.count("not comparable (OSWorld's folder keeps no reply, only actions)") == 2
+    assert (
+        out.count(
+            "not comparable (a plain OSWorld folder: its actions were parsed by the agent that ran)"
+        )
+        == 2
+    )
 
 
 def test_a_replay_of_a_plain_folder_executes_the_same_actions(
