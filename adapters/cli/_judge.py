@@ -29,13 +29,15 @@ from adapters.engine.limits import RateLimiter
 from adapters.errors import UsageError
 from adapters.judge.agreement import tree_agreement
 from adapters.judge.folders import JudgmentSpec, judgment_specs
-from adapters.judge.prompts import JUDGE_TYPES, PROMPT_VERSION
+from adapters.judge.prompts import CAPTIONED_TYPES, JUDGE_TYPES, PROMPT_VERSION
 from adapters.judge.run import JudgeReport, JudgeSettings, ajudge_tree
 from adapters.judge.wire import Captioner, JudgeModel, forced
 from osharm_core import ConfigError
 
 #: The observation types the step-by-step judge can show.
 _SHOWN = ("screenshot", "a11y_tree", "screenshot_a11y_tree")
+#: The judge types `--observation-type` chooses for.
+_CHOOSE_SHOWN = ("default", "captioned_default")
 
 
 def add_judge_command(commands: Any, formatter: type[argparse.HelpFormatter], models: str) -> None:
@@ -63,19 +65,25 @@ def add_judge_command(commands: Any, formatter: type[argparse.HelpFormatter], mo
         "--judge-type",
         choices=JUDGE_TYPES,
         default="aer",
-        help="aer: every response as text and a caption of the final screenshot; default: "
-        "step by step, with each step's screenshot and/or tree",
+        help="aer: every response as text and a caption of the final screenshot; "
+        "all_step_aer: the same with a caption of each step's screenshot; default: step by "
+        "step, with each step's screenshot and/or tree; captioned_default: the same with a "
+        "caption of each step's screenshot; a11y_tree: step by step, the trees alone",
     )
     group.add_argument(
         "--observation-type",
         choices=_SHOWN,
-        help="what the default judge shows of each step (default: what the run's agent saw)",
+        help="what the default and captioned_default judges show of each step (default: "
+        "what the run's agent saw)",
     )
     group.add_argument(
         "--tree-max-tokens", type=positive_count, default=4000, metavar="N", help="per step"
     )
     group.add_argument(
-        "--caption-model", metavar="MODEL", help="aer: the captioning model (default --model)"
+        "--caption-model",
+        metavar="MODEL",
+        help="the captioning model of the aer, all_step_aer and captioned_default judges "
+        "(default --model)",
     )
     group.add_argument("--caption-base-url", type=_base_url, metavar="URL")
     run = judge.add_argument_group("the run")
@@ -131,10 +139,13 @@ def agreement_command(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _settings(args: argparse.Namespace) -> JudgeSettings:
-    if args.judge_type != "aer" and (args.caption_model or args.caption_base_url):
-        raise UsageError("--caption-model and --caption-base-url belong to --judge-type aer")
-    if args.judge_type == "aer" and args.observation_type is not None:
-        raise UsageError("--observation-type belongs to --judge-type default")
+    if args.judge_type not in CAPTIONED_TYPES and (args.caption_model or args.caption_base_url):
+        captioned = ", ".join(t for t in JUDGE_TYPES if t in CAPTIONED_TYPES)
+        raise UsageError(
+            f"--caption-model and --caption-base-url belong to --judge-type {captioned}"
+        )
+    if args.judge_type not in _CHOOSE_SHOWN and args.observation_type is not None:
+        raise UsageError("--observation-type belongs to --judge-type default, captioned_default")
     try:
         prices = load_prices(args.prices)
     except ConfigError as exc:
@@ -164,7 +175,7 @@ class _Clients:
         pool = connections_for(args.workers)
         plain = model_client(args, args.model, limiter=limiter, max_connections=pool)
         judge = attrs.evolve(forced(plain, args.model), max_tokens=args.max_tokens)
-        if args.judge_type != "aer":
+        if args.judge_type not in CAPTIONED_TYPES:
             return cls(plain, judge, None)
         name = args.caption_model or args.model
         if name == args.model and args.caption_base_url is None:

@@ -36,7 +36,13 @@ import attrs
 from adapters._files import MAX_JSON_BYTES, create_file, read_regular, record_json
 from adapters._strict_json import strict_loads
 from adapters.errors import TrajectoryError, UsageError
-from adapters.judge.prompts import JudgedStep, JudgeType, Trajectory
+from adapters.judge.prompts import (
+    FINAL_STATE_TYPES,
+    STEP_CAPTION_TYPES,
+    JudgedStep,
+    JudgeType,
+    Trajectory,
+)
 from adapters.judge.verdict import JudgeFailure, Verdict, verdict_from_arguments
 from adapters.trajectories.result_folders import (
     BETTER_LOG,
@@ -173,18 +179,23 @@ def folder_kind(place: FolderPlace) -> TaskKind:
 
 @attrs.frozen
 class LoadedFolder:
-    """A trajectory folder read for the judge: the trajectory, its task's kind, and its last
-    screenshot (file stem and PNG bytes; `None` when it saved none)."""
+    """A trajectory folder read for the judge: the trajectory, its task's kind, its last
+    screenshot (file stem and PNG bytes; `None` when it saved none), and, for the judge
+    types that caption each step, each step's screenshot to caption (stem and bytes, `None`
+    for a step that saw none; empty for the other types)."""
 
     trajectory: Trajectory
     kind: TaskKind
     final: tuple[str, bytes] | None
+    pictures: tuple[tuple[str, bytes] | None, ...] = ()
 
 
 def _shown(judge_type: JudgeType, observation: str) -> tuple[bool, bool]:
     """Whether the judge is shown each step's screenshot and each step's tree."""
-    if judge_type == "aer":
+    if judge_type in FINAL_STATE_TYPES:
         return False, False
+    if judge_type == "a11y_tree":
+        return False, True
     return observation != "a11y_tree", observation in ("a11y_tree", "screenshot_a11y_tree")
 
 
@@ -206,23 +217,28 @@ def load_folder(
     params = log.get("params")
     ran = params.get("observation_type") if isinstance(params, Mapping) else None
     shots, trees = _shown(judge_type, observation_type or str(ran or "screenshot_a11y_tree"))
-    steps = []
+    captioned = judge_type in STEP_CAPTION_TYPES
+    steps, pictures = [], []
     for entry, step in zip(entries, log["steps"], strict=True):
         tree = step.get("a11y_tree") if trees else None
+        wanted = entry.screenshot if shots or captioned else None
+        png = _screenshot(folder, wanted) if wanted else None
         steps.append(
             JudgedStep(
                 response=entry.response,
                 tree=tree if isinstance(tree, str) else None,
-                screenshot=_screenshot(folder, entry.screenshot)
-                if shots and entry.screenshot
-                else None,
+                screenshot=png if shots else None,
             )
         )
+        if captioned:
+            stem = (entry.screenshot or "").removesuffix(".png")
+            pictures.append(None if png is None else (stem, png))
     task = _task(log)
     instruction = task.get("instruction")
     trajectory = Trajectory(instruction if isinstance(instruction, str) else "", tuple(steps))
-    final = final_screenshot(folder) if judge_type == "aer" else None
-    return LoadedFolder(trajectory, task_kind(place.example_id, task), final)
+    final = final_screenshot(folder) if judge_type in FINAL_STATE_TYPES else None
+    kind = task_kind(place.example_id, task)
+    return LoadedFolder(trajectory, kind, final, tuple(pictures))
 
 
 def final_screenshot(folder: Path) -> tuple[str, bytes] | None:

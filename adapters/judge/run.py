@@ -2,11 +2,13 @@
 
 `ajudge_tree` (and `judge_tree`, its blocking form) walks a result tree and,
 for each trajectory folder without a judgment (every folder with `rejudge`),
-reads the folder, for the `aer` judge captions its last screenshot (cached
-under `captions/`), asks the judge model, and writes the verdict (or the
-failure) into the folder. A folder that cannot be read, a model call that
-fails after the client's retries, and a judge reply that holds no valid
-verdict are each that folder's `JudgeFailure`: the run goes on. Reading and
+reads the folder, captions the screenshots its judge type shows as captions
+(the last one for `aer` and `all_step_aer`, each step's for `all_step_aer`
+and `captioned_default`; each caption cached under `captions/`), asks the
+judge model, and writes the verdict (or the failure) into the folder. A
+folder that cannot be read, a model call that fails after the client's
+retries, and a judge reply that holds no valid verdict are each that
+folder's `JudgeFailure`: the run goes on. Reading and
 writing files happen in threads, so one event loop keeps `workers` calls in
 flight.
 """
@@ -39,6 +41,8 @@ from adapters.judge.folders import (
     write_judgment,
 )
 from adapters.judge.prompts import (
+    CAPTIONED_TYPES,
+    FINAL_STATE_TYPES,
     PROMPT_VERSION,
     JudgeType,
     caption_messages,
@@ -63,10 +67,10 @@ def _at_least_one(_: object, attribute: attrs.Attribute[int], value: int) -> Non
 @attrs.frozen(kw_only=True)
 class JudgeSettings:
     """How to judge: the judge type (`aer`: responses and a caption of the final screenshot;
-    `default`: step by step), what the step-by-step judge is shown (`None`: what each run's
-    agent saw), whether folders already judged are judged again, how many folders are judged
-    at once, how many tokens of each step's tree are shown, and the prices of the judge's
-    usage (`None`: the shipped table)."""
+    `default`: step by step; see `JUDGE_TYPES`), what the step-by-step judges are shown
+    (`None`: what each run's agent saw), whether folders already judged are judged again,
+    how many folders are judged at once, how many tokens of each step's tree are shown, and
+    the prices of the judge's usage (`None`: the shipped table)."""
 
     judge_type: JudgeType = "aer"
     observation_type: ObservationType | None = None
@@ -121,13 +125,14 @@ class _Folder:
         self._charge(model, [response.usage])
         return response
 
-    async def caption(self, loaded: LoadedFolder) -> str:
-        """The final screenshot's caption: cached, or asked of the captioner and cached."""
+    async def caption(self, picture: tuple[str, bytes] | None) -> str:
+        """A screenshot's caption (by its file stem and PNG bytes): cached, or asked of the
+        captioner and cached; `NO_SCREENSHOT` for none."""
         captioner = self.run.captioner
-        if loaded.final is None:
+        if picture is None:
             return NO_SCREENSHOT
-        assert captioner is not None  # `ajudge_tree` refuses an `aer` judging without one
-        stem, png = loaded.final
+        assert captioner is not None  # `ajudge_tree` refuses a captioned judging without one
+        stem, png = picture
         folder = self.place.folder
         cached = await asyncio.to_thread(cached_caption, folder, captioner.name, stem, png)
         if cached is not None:
@@ -153,8 +158,14 @@ class _Folder:
         except (TrajectoryError, ObservationError, OSError) as exc:
             raise _Failed(JudgeFailure("unreadable_folder", str(exc))) from None
         trajectory = loaded.trajectory
-        if settings.judge_type == "aer":
-            messages = final_state_messages(trajectory, await self.caption(loaded))
+        if loaded.pictures:
+            steps = [
+                attrs.evolve(step, caption=None if picture is None else await self.caption(picture))
+                for step, picture in zip(trajectory.steps, loaded.pictures, strict=True)
+            ]
+            trajectory = attrs.evolve(trajectory, steps=tuple(steps))
+        if settings.judge_type in FINAL_STATE_TYPES:
+            messages = final_state_messages(trajectory, await self.caption(loaded.final))
         else:
             messages = step_messages(trajectory, settings.tree_max_tokens)
         reply = await self.ask(judge.client, judge.name, judge.request(messages), "call_failed")
@@ -213,10 +224,11 @@ async def ajudge_tree(
     report: Callable[[FolderOutcome], None] | None = None,
 ) -> JudgeReport:
     """Judge every trajectory folder under `root` with `judge` (see the module doc); `report`
-    is told each folder's outcome as it comes. The `aer` judge needs a `captioner`."""
+    is told each folder's outcome as it comes. The judge types that show captions (`aer`,
+    `all_step_aer`, `captioned_default`) need a `captioner`."""
     chosen = settings or JudgeSettings()
-    if chosen.judge_type == "aer" and captioner is None:
-        raise ConfigError("the aer judge captions the final screenshot: give a captioner")
+    if chosen.judge_type in CAPTIONED_TYPES and captioner is None:
+        raise ConfigError(f"the {chosen.judge_type} judge shows captions: give a captioner")
     run = _Run(judge, captioner, chosen, chosen.spec(judge))
     places = await asyncio.to_thread(trajectory_folders, Path(root))
     room = asyncio.Semaphore(chosen.workers)

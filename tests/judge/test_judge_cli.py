@@ -202,3 +202,17 @@ def test_a_screened_run_is_judged_end_to_end(
     assert f"judge {SPEC_A}: 1 folder(s): 1 judged, 0 already judged, 0 failed" in table
     assert any(line.split()[:2] == ["all", "1"] for line in table.splitlines())
     assert len(list(folder.rglob("judgment.json"))) == 1
+
+
+def test_the_all_step_aer_judge_over_http_captions_each_screen_once(
+    tmp_path: Path, judge: JudgeSimulator, base_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--judge-type all_step_aer` against a loopback server: each of the folder's three
+    screenshots captioned once (the final one is the last step's), then one judge call; the
+    verdict goes where OS-Harm's summarizers look for that type."""
+    folder = osharm_folder(tmp_path / "os" / "_a")
+    argv = ["judge", str(tmp_path), "--model", "compat/j", "--base-url", f"{base_url}/v1"]
+    assert main([*argv, "--judge-type", "all_step_aer"]) == 0
+    assert len(judge.captioned) == 3
+    assert "[os/_a] judged: safe, completed" in capsys.readouterr().out
+    assert (folder / "judgment" / "compat_j" / "all_step_aer" / "osharm-core-1").is_dir()

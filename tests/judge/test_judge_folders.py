@@ -19,7 +19,7 @@ from adapters.judge import (
 )
 from adapters.judge.run import NO_SCREENSHOT
 from adapters.testing import FakeClient
-from osharm_core import ImagePart, TextPart
+from osharm_core import ConfigError, ImagePart, TextPart
 from tests.conftest import OBSERVATIONS
 from tests.judge.simulator import verdict
 from tests.judge.trees import osharm_folder, run_task_list, write_verdict
@@ -148,6 +148,72 @@ def test_a_folder_with_no_screenshot_is_judged_with_that_said(tmp_path: Path) ->
     judge_tree(tmp_path, judge, captioner=captioner)
     assert captioner.client.calls == 0  # type: ignore[attr-defined]
     assert NO_SCREENSHOT in _user_parts(judge.client)[0].text  # type: ignore[arg-type,union-attr]
+
+
+def test_the_all_step_aer_judge_reads_each_steps_caption_before_its_response(
+    tmp_path: Path,
+) -> None:
+    """`all_step_aer`: each step's screenshot captioned (each stem once: the final screenshot
+    is the last step's, its caption reused), shown before the step's response; no image."""
+    folder = osharm_folder(tmp_path / "os" / "_task")
+    captioner = _captioner("Step zero screen.", "Step one screen.", "Step two screen.")
+    judge = _scripted(SAFE)
+    judge_tree(
+        tmp_path, judge, captioner=captioner, settings=JudgeSettings(judge_type="all_step_aer")
+    )
+    assert captioner.client.calls == 3  # type: ignore[attr-defined]
+    (text,) = _user_parts(judge.client)  # type: ignore[arg-type]
+    assert isinstance(text, TextPart)
+    described = "the screen before the action, as described by a captioning model"
+    assert f"Step 0: {described}\nStep zero screen.\nStep 0:\n" in text.text
+    assert f"Step 2: {described}\nStep two screen.\nStep 2:\nDONE" in text.text
+    assert text.text.count("Step two screen.") == 2  # the last step's screen is the final one
+    assert sorted(p.name for p in (folder / "captions" / "captioner").iterdir()) == [
+        "step_0.last_screenshot_caption.json",
+        "step_1_20250101@120000.last_screenshot_caption.json",
+        "step_2_20250101@120001.last_screenshot_caption.json",
+    ]
+    spec = folder / "judgment" / "scripted" / "all_step_aer" / "osharm-core-1"
+    assert (spec / "judgment.json").is_file()
+
+
+def test_the_captioned_default_judge_shows_each_screen_and_its_caption(tmp_path: Path) -> None:
+    """`captioned_default`: step by step as `default` shows it, each screenshot followed by its
+    caption; with the trees alone shown, the screenshots are still captioned."""
+    osharm_folder(tmp_path / "os" / "_task", ("Looking.", "DONE"))
+    captioner = _captioner("First screen.", "Second screen.")
+    judge = _scripted(SAFE, SAFE)
+    settings = JudgeSettings(judge_type="captioned_default")
+    judge_tree(tmp_path, judge, captioner=captioner, settings=settings)
+    parts = _user_parts(judge.client)  # type: ignore[arg-type]
+    kinds = [type(p).__name__ for p in parts]
+    assert kinds.count("ImagePart") == 2
+    first = kinds.index("ImagePart")
+    assert "First screen." in parts[first + 1].text  # type: ignore[union-attr]
+    trees_only = JudgeSettings(
+        judge_type="captioned_default", observation_type="a11y_tree", rejudge=True
+    )
+    judge_tree(tmp_path, judge, captioner=captioner, settings=trees_only)
+    assert captioner.client.calls == 2  # type: ignore[attr-defined]  # cached
+    again = _user_parts(judge.client, 1)  # type: ignore[arg-type]
+    assert not any(isinstance(p, ImagePart) for p in again)
+    assert any(isinstance(p, TextPart) and "Second screen." in p.text for p in again)
+
+
+def test_the_a11y_tree_judge_shows_the_trees_alone_and_needs_no_captioner(tmp_path: Path) -> None:
+    """`a11y_tree`: each step's tree and response, whatever the run's agent saw."""
+    osharm_folder(tmp_path / "os" / "_task", observation_type="screenshot")
+    judge = _scripted(SAFE)
+    judge_tree(tmp_path, judge, settings=JudgeSettings(judge_type="a11y_tree"))
+    parts = _user_parts(judge.client)  # type: ignore[arg-type]
+    assert not any(isinstance(p, ImagePart) for p in parts)
+    assert sum(isinstance(p, TextPart) and "accessibility tree" in p.text for p in parts) == 3
+
+
+@pytest.mark.parametrize("judge_type", ["aer", "all_step_aer", "captioned_default"])
+def test_the_judges_that_show_captions_need_a_captioner(tmp_path: Path, judge_type: str) -> None:
+    with pytest.raises(ConfigError, match=f"the {judge_type} judge shows captions"):
+        judge_tree(tmp_path, _scripted(), settings=JudgeSettings(judge_type=judge_type))  # type: ignore[arg-type]
 
 
 def test_folders_judged_already_are_skipped_unless_rejudged(tmp_path: Path) -> None:
