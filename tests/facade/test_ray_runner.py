@@ -100,10 +100,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     The workers inherit the node's environment (a local cluster's node is this process): a
     `runtime_env` (its env_vars or a worker_process_setup_hook) would have Ray start a fresh
     worker for every actor, about 2 s each against 0.2-0.8 s from the pool. A sitecustomize
-    on the workers' path sets stamina's testing mode in each of them instead of the hook."""
+    on the workers' path sets stamina's testing mode in each of them instead of the hook, and
+    imports the actors' module there as a pool worker starts, before an actor needs it (the
+    module 107 s -> 97 s)."""
     site = tmp_path_factory.mktemp("ray-site")
     (site / "sitecustomize.py").write_text(
-        "import stamina\n\nstamina.set_testing(True, attempts=1000, cap=True)\n"
+        "import stamina\n\nimport adapters.runs.ray_actors\n\n"
+        "stamina.set_testing(True, attempts=1000, cap=True)\n"
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HOME", str(tmp_path_factory.mktemp("ray-home")))
