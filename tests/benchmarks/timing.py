@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
@@ -31,9 +32,39 @@ def interleaved_best(
     return best
 
 
-def report(label: str, work: float, floor: float, target: float | None) -> float:
-    """Print one figure line and return the ratio."""
-    ratio = work / floor
+def paired_ratio(
+    work: Callable[[], object],
+    floor: Callable[[], object],
+    *,
+    settle: Callable[[], object] | None = None,
+    repeats: int = 15,
+) -> tuple[float, float, float]:
+    """The median of `work`'s time over `floor`'s, each pair timed back to back, and the
+    median time of each.
+
+    For work that allocates a lot (megabytes of XML, images), a shared VM's memory and
+    scheduling noise comes in bursts longer than one call: the best of each side may then
+    come from different moments, and their ratio swung from 1.4x to 2.2x between runs
+    where the median of adjacent pairs stays within a tenth. `settle` runs untimed before
+    every timed call.
+    """
+    times: list[list[float]] = [[], []]
+    for _ in range(repeats):
+        for side, call in enumerate((work, floor)):
+            if settle is not None:
+                settle()
+            start = time.perf_counter()
+            call()
+            times[side].append(time.perf_counter() - start)
+    ratio = statistics.median(w / f for w, f in zip(*times, strict=True))
+    return ratio, statistics.median(times[0]), statistics.median(times[1])
+
+
+def report(
+    label: str, work: float, floor: float, target: float | None, ratio: float | None = None
+) -> float:
+    """Print one figure line and return the ratio (`work / floor` unless given)."""
+    ratio = work / floor if ratio is None else ratio
     goal = f" (target <= {target}x)" if target else ""
     print(f"\n{label}: {work * 1e3:.1f} ms vs floor {floor * 1e3:.1f} ms = {ratio:.2f}x{goal}")
     return ratio
