@@ -11,6 +11,24 @@ REPEATS = 9
 SLACK = 1.1
 
 
+def _timed_turns(
+    callables: tuple[Callable[[], object], ...],
+    settle: Callable[[], object] | None,
+    repeats: int,
+) -> list[list[float]]:
+    """Each callable's times over `repeats` turns, the callables timed one after the other
+    in every turn (`settle` untimed before each call)."""
+    times: list[list[float]] = [[] for _ in callables]
+    for _ in range(repeats):
+        for i, call in enumerate(callables):
+            if settle is not None:
+                settle()
+            start = time.perf_counter()
+            call()
+            times[i].append(time.perf_counter() - start)
+    return times
+
+
 def interleaved_best(
     *callables: Callable[[], object],
     settle: Callable[[], object] | None = None,
@@ -21,15 +39,7 @@ def interleaved_best(
     `settle`, when given, runs untimed before every timed call, so each call starts
     from the same state whatever ran before it. `repeats` turns are timed.
     """
-    best = [float("inf")] * len(callables)
-    for _ in range(repeats):
-        for i, call in enumerate(callables):
-            if settle is not None:
-                settle()
-            start = time.perf_counter()
-            call()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
+    return [min(times) for times in _timed_turns(callables, settle, repeats)]
 
 
 def paired_ratio(
@@ -48,16 +58,9 @@ def paired_ratio(
     where the median of adjacent pairs stays within a tenth. `settle` runs untimed before
     every timed call.
     """
-    times: list[list[float]] = [[], []]
-    for _ in range(repeats):
-        for side, call in enumerate((work, floor)):
-            if settle is not None:
-                settle()
-            start = time.perf_counter()
-            call()
-            times[side].append(time.perf_counter() - start)
-    ratio = statistics.median(w / f for w, f in zip(*times, strict=True))
-    return ratio, statistics.median(times[0]), statistics.median(times[1])
+    works, floors = _timed_turns((work, floor), settle, repeats)
+    ratio = statistics.median(w / f for w, f in zip(works, floors, strict=True))
+    return ratio, statistics.median(works), statistics.median(floors)
 
 
 def report(
