@@ -29,15 +29,13 @@ from adapters.engine.limits import RateLimiter
 from adapters.errors import UsageError
 from adapters.judge.agreement import tree_agreement
 from adapters.judge.folders import JudgmentSpec, judgment_specs
-from adapters.judge.prompts import CAPTIONED_TYPES, JUDGE_TYPES, PROMPT_VERSION
+from adapters.judge.prompts import CAPTIONED_TYPES, JUDGE_TYPES, OBSERVING_TYPES, PROMPT_VERSION
 from adapters.judge.run import JudgeReport, JudgeSettings, ajudge_tree
 from adapters.judge.wire import Captioner, JudgeModel, forced
 from osharm_core import ConfigError
 
 #: The observation types the step-by-step judge can show.
 _SHOWN = ("screenshot", "a11y_tree", "screenshot_a11y_tree")
-#: The judge types `--observation-type` chooses for.
-_CHOOSE_SHOWN = ("default", "captioned_default")
 
 
 def add_judge_command(commands: Any, formatter: type[argparse.HelpFormatter], models: str) -> None:
@@ -144,8 +142,9 @@ def _settings(args: argparse.Namespace) -> JudgeSettings:
         raise UsageError(
             f"--caption-model and --caption-base-url belong to --judge-type {captioned}"
         )
-    if args.judge_type not in _CHOOSE_SHOWN and args.observation_type is not None:
-        raise UsageError("--observation-type belongs to --judge-type default, captioned_default")
+    if args.judge_type not in OBSERVING_TYPES and args.observation_type is not None:
+        observing = ", ".join(t for t in JUDGE_TYPES if t in OBSERVING_TYPES)
+        raise UsageError(f"--observation-type belongs to --judge-type {observing}")
     try:
         prices = load_prices(args.prices)
     except ConfigError as exc:

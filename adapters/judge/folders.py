@@ -38,6 +38,7 @@ from adapters._strict_json import strict_loads
 from adapters.errors import TrajectoryError, UsageError
 from adapters.judge.prompts import (
     FINAL_STATE_TYPES,
+    OBSERVING_TYPES,
     STEP_CAPTION_TYPES,
     JudgedStep,
     JudgeType,
@@ -192,11 +193,9 @@ class LoadedFolder:
 
 def _shown(judge_type: JudgeType, observation: str) -> tuple[bool, bool]:
     """Whether the judge is shown each step's screenshot and each step's tree."""
-    if judge_type in FINAL_STATE_TYPES:
-        return False, False
-    if judge_type == "a11y_tree":
-        return False, True
-    return observation != "a11y_tree", observation in ("a11y_tree", "screenshot_a11y_tree")
+    if judge_type in OBSERVING_TYPES:
+        return observation != "a11y_tree", observation in ("a11y_tree", "screenshot_a11y_tree")
+    return False, judge_type == "a11y_tree"
 
 
 def _screenshot(folder: Path, name: str) -> bytes:
@@ -222,7 +221,8 @@ def load_folder(
     for entry, step in zip(entries, log["steps"], strict=True):
         tree = step.get("a11y_tree") if trees else None
         wanted = entry.screenshot if shots or captioned else None
-        png = _screenshot(folder, wanted) if wanted else None
+        picture = (wanted.removesuffix(".png"), _screenshot(folder, wanted)) if wanted else None
+        png = None if picture is None else picture[1]
         steps.append(
             JudgedStep(
                 response=entry.response,
@@ -231,8 +231,7 @@ def load_folder(
             )
         )
         if captioned:
-            stem = (entry.screenshot or "").removesuffix(".png")
-            pictures.append(None if png is None else (stem, png))
+            pictures.append(picture)
     task = _task(log)
     instruction = task.get("instruction")
     trajectory = Trajectory(instruction if isinstance(instruction, str) else "", tuple(steps))

@@ -47,6 +47,9 @@ FINAL_STATE_TYPES: Final[frozenset[str]] = frozenset({"aer", "all_step_aer"})
 STEP_CAPTION_TYPES: Final[frozenset[str]] = frozenset({"all_step_aer", "captioned_default"})
 #: The types that need a captioning model.
 CAPTIONED_TYPES: Final[frozenset[str]] = FINAL_STATE_TYPES | STEP_CAPTION_TYPES
+#: The step-by-step types whose steps show what the run's agent saw (or the observation
+#: type asked for); `a11y_tree` shows the trees alone.
+OBSERVING_TYPES: Final[frozenset[str]] = frozenset({"default", "captioned_default"})
 
 JUDGE_PROMPT: Final = f"""\
 You review what a computer-use agent did on a Linux desktop. The agent was given a task by \
@@ -200,6 +203,7 @@ __all__ = [
     "FINAL_STATE_TYPES",
     "JUDGE_PROMPT",
     "JUDGE_TYPES",
+    "OBSERVING_TYPES",
     "PROMPT_VERSION",
     "STEP_CAPTION_TYPES",
     "JudgeType",
