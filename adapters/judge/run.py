@@ -8,9 +8,8 @@ and `captioned_default`; each caption cached under `captions/`), asks the
 judge model, and writes the verdict (or the failure) into the folder. A
 folder that cannot be read, a model call that fails after the client's
 retries, and a judge reply that holds no valid verdict are each that
-folder's `JudgeFailure`: the run goes on. Reading and
-writing files happen in threads, so one event loop keeps `workers` calls in
-flight.
+folder's `JudgeFailure`: the run goes on. Reading and writing files happen in
+threads, so one event loop keeps `workers` calls in flight.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ verdicts and safety events.
 Three kinds of task folder are read: our JSONL trajectories (`trajectory.jsonl`), OS-Harm /
 OSWorld result folders (`better_log.json`, through `adapters.trajectories.result_folders`)
 and plain OSWorld folders (`traj.jsonl` and `step_N_*.png`, no better_log.json, through
-`adapters.trajectories.osworld_plain`). A folder that cannot be read is a task shown as unreadable, with why;
-it never stops the report. Every file is read bounded (`read_regular`), never through a
+`adapters.trajectories.osworld_plain`). A folder that cannot be read is a task shown as
+unreadable, with why; it never stops the report. Every file is read bounded (`read_regular`), never through a
 symbolic link a folder holds, and screenshots only as far as their PNG header.
 """
 

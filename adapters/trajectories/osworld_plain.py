@@ -128,8 +128,9 @@ def plain_folder_entries(
 
 def restated_reply(actions: tuple[Any, ...] | None) -> str:
     """A reply that parses to `actions` (replaying a plain folder executes its recorded
-    actions again, whatever reply its lines keep): each code or computer_13 action in a fenced block of its own,
-    WAIT / DONE / FAIL on lines of their own after them, as the parsers read them."""
+    actions again, whatever reply its lines keep): each code or computer_13 action in a
+    fenced block of its own, WAIT / DONE / FAIL on lines of their own after them, as the
+    parsers read them."""
     blocks, words = [], []
     for action in actions or ():
         if isinstance(action, str) and action.strip() in ("WAIT", "DONE", "FAIL"):

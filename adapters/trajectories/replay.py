@@ -52,8 +52,8 @@ class ReplayClient:
     `tries=1`; the request's content is not looked at. Past the last reply it
     raises `ReplayExhausted`. `path` is a `trajectory.jsonl`, its directory, or an
     OS-Harm / OSWorld task result folder; a plain OSWorld folder's actions were parsed by
-    whatever agent ran, so each step's recorded actions are restated as its reply (`restated_reply`): the agent
-    executes them again.
+    whatever agent ran, so each step's recorded actions are restated as its reply
+    (`restated_reply`): the agent executes them again.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
