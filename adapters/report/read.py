@@ -29,6 +29,7 @@ from adapters.report.model import Picture, ReportError, SafetyEvent, StepView, T
 from adapters.runs.manifest import MANIFEST_FILE, read_manifest
 from adapters.trajectories.jsonl import (
     FINISHED_FILE,
+    MAX_TRAJECTORY_BYTES,
     TRAJECTORY_FILE,
     TrajectoryEntry,
     open_trajectory,
@@ -210,7 +211,7 @@ def _trajectory(base: TaskView, folder: Path) -> TaskView:
 def _line_extras(path: Path, count: int) -> list[Mapping[str, Any]]:
     """What each complete line of a trajectory holds besides its entry (its `safety_events`),
     one mapping per entry; a line holding none gives an empty one."""
-    data = read_regular(path, "trajectory", 256 << 20, ReportError)
+    data = read_regular(path, "trajectory", MAX_TRAJECTORY_BYTES, ReportError)
     extras: list[Mapping[str, Any]] = []
     for _, line, _ in text_lines(data):
         if len(extras) == count:
