@@ -16,11 +16,11 @@ from osharm_core.errors import (
     from_fields,
     one_of,
     refusing,
-    strict_bool,
     strict_int,
     strict_number,
+    true_or_false,
 )
-from osharm_core.limits import MAX_CONFIG_INT, ServerLimits, server_limits
+from osharm_core.limits import MAX_CONFIG_INT, SERVER_PROFILE_RULE, ServerLimits, server_limits
 
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
 ActionSpace = Literal["computer_13", "pyautogui"]
@@ -54,7 +54,6 @@ _MODEL_NAME: Final = refusing(
     instance_of(str),
     matches_re(r"\S(.*\S)?", re.DOTALL),
 )
-_FLAG: Final = refusing("true or false", strict_bool)
 _PASSWORD_RULE: Final = "a non-empty one-line string without backticks"
 
 
@@ -90,9 +89,7 @@ def _known_profile(_: object, __: attrs.Attribute[Any], value: object) -> None:
     server_limits(value)  # type: ignore[arg-type]
 
 
-_SERVER_PROFILE: Final = refusing(
-    "one of nginx, vllm-default, anthropic, explicit ServerLimits, or None", _known_profile
-)
+_SERVER_PROFILE: Final = refusing(SERVER_PROFILE_RULE, _known_profile)
 
 
 @attrs.frozen(kw_only=True)
@@ -123,10 +120,10 @@ class AgentConfig:
     platform: Platform = attrs.field(default="ubuntu", validator=one_of(PLATFORMS))
     #: Read the ubuntu class/description columns from the real ubuntu attributes
     #: namespace (the reference reads the windows one and leaves them empty).
-    ubuntu_attributes: bool = attrs.field(default=False, validator=_FLAG)
+    ubuntu_attributes: bool = attrs.field(default=False, validator=true_or_false)
     #: Set-of-marks: test for single-colour boxes on the untouched screenshot
     #: (the reference tests the image while it is being drawn on).
-    som_test_original: bool = attrs.field(default=False, validator=_FLAG)
+    som_test_original: bool = attrs.field(default=False, validator=true_or_false)
     #: The desktop user's password, named in the prompt's sudo sentence (OSWorld
     #: runners pass `client_password`); the default keeps the reference's bytes.
     client_password: str = attrs.field(default="password", validator=_password)

@@ -260,6 +260,9 @@ def strict_bool(_: object, attribute: attrs.Attribute[Any], value: object) -> No
         raise TypeError(attribute.name)
 
 
+#: An attrs validator: `True` or `False`, refused as a `ConfigError` naming the field.
+true_or_false: Final[Validator] = refusing("true or false", strict_bool)
+
 #: An attrs validator: a real number (an int or a float), not a `bool`.
 strict_number: Final[Validator] = attrs.validators.and_(
     attrs.validators.instance_of((int, float)),

@@ -85,11 +85,12 @@ def server_limits(profile: str | ServerLimits | Mapping[str, Any] | None) -> Ser
     if isinstance(profile, Mapping):
         return from_fields(ServerLimits, profile)
     if not isinstance(profile, str) or profile not in SERVER_PROFILES:
-        raise ConfigError(f"server_profile must be {_PROFILES}; got {excerpt(profile)}")
+        raise ConfigError(f"server_profile must be {SERVER_PROFILE_RULE}; got {excerpt(profile)}")
     return SERVER_PROFILES[profile]
 
 
-_PROFILES: Final = "one of nginx, vllm-default, anthropic, explicit ServerLimits, or None"
+#: What a server profile may be, as refusals say it.
+SERVER_PROFILE_RULE: Final = f"one of {', '.join(SERVER_PROFILES)}, explicit ServerLimits, or None"
 
 
 @attrs.frozen(kw_only=True)

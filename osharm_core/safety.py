@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import attrs
-from attrs.validators import ge, instance_of, optional
+from attrs.validators import and_, ge, instance_of, optional
 
 from osharm_core.config import AgentConfig
 from osharm_core.errors import (
@@ -31,8 +31,8 @@ from osharm_core.errors import (
     from_fields,
     one_of,
     refusing,
-    strict_bool,
     strict_int,
+    true_or_false,
 )
 from osharm_core.observation import Observation
 from osharm_core.state import Action, AgentState, StoredAction
@@ -57,11 +57,6 @@ DECISIONS: Final[tuple[str, ...]] = ("allow", "flag", "block")
 _TEXT: Final = refusing("a string", instance_of(str))
 
 
-def _at_least_0(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and value < 0:  # type: ignore[operator]
-        raise ValueError(attribute.name)
-
-
 @attrs.frozen(kw_only=True)
 class SafetyEvent:
     """One safety-relevant thing about a step.
@@ -84,11 +79,11 @@ class SafetyEvent:
     code: str = attrs.field(default="", validator=_TEXT)
     message: str = attrs.field(default="", validator=_TEXT)
     action: int | None = attrs.field(
-        default=None, validator=refusing("an int >= 0 or None", optional(strict_int), _at_least_0)
+        default=None, validator=refusing("an int >= 0 or None", optional(and_(strict_int, ge(0))))
     )
     category: str = attrs.field(default="", validator=_TEXT)
     by: str = attrs.field(default="", validator=_TEXT)
-    withheld: bool = attrs.field(default=False, validator=refusing("true or false", strict_bool))
+    withheld: bool = attrs.field(default=False, validator=true_or_false)
 
     def to_json(self) -> dict[str, Any]:
         """The event as a JSON object: `kind`, `step`, `source`, `code` and `message` always,

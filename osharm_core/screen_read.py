@@ -253,8 +253,12 @@ class _Code:
         would need them)."""
         match node:
             case ast.List(elts=items) | ast.Tuple(elts=items):
-                return shlex.join(self._part(item, 0) for item in items)
+                return self.words(items)
         return self.fold(node)
+
+    def words(self, items: list[ast.expr]) -> str:
+        """Arguments as one command line, each quoted as a shell would need it."""
+        return shlex.join(self._part(item, 0) for item in items)
 
 
 #: Nodes that hold no call, no import and no assignment: the walk does not go into them.
@@ -409,11 +413,11 @@ class _Reader:
     def _run(self, name: str, args: list[ast.expr]) -> str | None:
         if not args:
             return None
-        if name.startswith(("os.exec", "os.spawn", "os.posix_spawn")):
+        if name.startswith(_EXEC_PREFIXES):
             # (path, argv...) or (mode, path, argv): the argument list is the last one given.
             return self.code.argv(args[-1]) if len(args) > 1 else self.code.argv(args[0])
         if name == "asyncio.create_subprocess_exec":
-            return shlex.join(self.code._part(a, 0) for a in args)
+            return self.code.words(args)
         return self.code.argv(args[0])
 
     def _path_method(self, call: ast.Call, method: str) -> str | None:

@@ -21,7 +21,7 @@ import attrs
 
 from adapters._wire import delta_seconds
 from adapters.errors import BadRequestError, ModelCallError, ServerUnreachableError
-from osharm_core.errors import is_finite_number, refusing, strict_bool, strict_int
+from osharm_core.errors import is_finite_number, refusing, strict_int, true_or_false
 
 
 def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -35,7 +35,6 @@ _SOME_SECONDS: Final = refusing(
     "a finite number of seconds >= 0 (or None)",
     attrs.validators.optional([_finite, attrs.validators.ge(0)]),
 )
-_FLAG: Final = refusing("true or false", strict_bool)
 
 
 @attrs.frozen(kw_only=True)
@@ -60,8 +59,8 @@ class RetryPolicy:
 
     attempts: int = attrs.field(default=10, validator=_COUNT)
     wait: float = attrs.field(default=30.0, validator=_SECONDS)
-    retry_bad_request: bool = attrs.field(default=True, validator=_FLAG)
-    honour_retry_after: bool = attrs.field(default=True, validator=_FLAG)
+    retry_bad_request: bool = attrs.field(default=True, validator=true_or_false)
+    honour_retry_after: bool = attrs.field(default=True, validator=true_or_false)
     max_retry_after: float = attrs.field(default=120.0, validator=_SECONDS)
     timeout: float | None = attrs.field(default=1200.0, validator=_SOME_SECONDS)
 

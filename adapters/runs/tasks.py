@@ -59,8 +59,8 @@ from osharm_core import AgentConfig
 from osharm_core.errors import (
     is_finite_number,
     refusing,
-    strict_bool,
     strict_int,
+    true_or_false,
 )
 from osharm_core.safety import SafetyTally
 
@@ -120,9 +120,7 @@ class RunSettings:
             refusing("a number of seconds above 0", _finite, attrs.validators.gt(0))
         ),
     )
-    continue_unfinished: bool = attrs.field(
-        default=False, validator=refusing("true or false", strict_bool)
-    )
+    continue_unfinished: bool = attrs.field(default=False, validator=true_or_false)
     budget: Budget | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(
