@@ -19,7 +19,6 @@ directory a valid `ReplayEnv` directory.
 """
 
 import fnmatch
-import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -58,8 +57,6 @@ from adapters.trajectories.jsonl_read import (
 )
 from osharm_core.errors import check_flag
 from osharm_core.prompts import DEFAULT_PASSWORD
-
-logger = logging.getLogger(__name__)
 
 
 def _utc_now() -> datetime:

@@ -249,6 +249,8 @@ def observation_names(
 
 
 def _read_file(path: Path, what: str, follow_links: bool) -> bytes:
+    # `jsonl_format._read_regular` does the same; read here directly, a step's observations
+    # keep the trajectory format off the live step's path (tests/facade/test_step_path.py).
     return read_regular(
         path, what, MAX_TRAJECTORY_BYTES, TrajectoryError, follow_links=follow_links
     )

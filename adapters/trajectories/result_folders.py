@@ -26,6 +26,7 @@ from adapters.errors import (
 )
 from adapters.trajectories.jsonl import (
     MAX_TRAJECTORY_STEPS,
+    TRAJECTORY_FILE,
     TrajectoryEntry,
     _Bad,
     _masks,
@@ -69,7 +70,7 @@ def is_result_folder(path: str | os.PathLike[str]) -> bool:
     folder = Path(path)
     if (folder / BETTER_LOG).is_file():
         return True
-    return (folder / TRAJ_FILE).is_file() and not (folder / "trajectory.jsonl").exists()
+    return (folder / TRAJ_FILE).is_file() and not (folder / TRAJECTORY_FILE).exists()
 
 
 #: A screenshot or tree saved after step N: `step_{N}_{stamp}.png` / `.xml` (N in ASCII digits,
