@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import importlib.metadata
 import io
 import logging
 import os
@@ -34,6 +33,7 @@ from adapters.cli._inputs import option_words
 from adapters.cli._output import PROG, failed, one_line, tolerant
 from adapters.errors import ModelCallError, TrajectoryError, TrajectoryExistsError
 from adapters.registry import REGISTRY
+from adapters.runs.manifest import library_version
 from osharm_core import ConfigError, ObservationError, OsharmError
 
 __all__ = ["PROG", "build_parser", "main"]
@@ -86,13 +86,6 @@ def _model_forms() -> str:
     return f"model names (osharm-agent models lists them):\n{forms}"
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("osharm-core")
-    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The `osharm-agent` argument parser: one subcommand per module."""
     parser = _Parser(
@@ -100,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the osharm-core PromptAgent from the shell.",
         formatter_class=_Formatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {library_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     models = _model_forms()
     _step.add_commands(commands, _Formatter, models)
